@@ -1,0 +1,1 @@
+"""halfmq broker: a RocketMQ-style transactional ("half") message broker."""

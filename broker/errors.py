@@ -1,0 +1,85 @@
+"""Errors raised by the broker core.
+
+Every failure the core reports is one of these; the front ends map them to wire errors
+in one table each (``broker.grpc_api.status``). ``code`` is the stable name sent to clients.
+
+    HalfmqError
+    ├── InvalidArgument          malformed input: names, ids, sizes, counts
+    │   └── MessageTooLarge      a body over the configured limit
+    ├── NotFound
+    │   ├── TopicNotFound        the topic does not exist
+    │   └── TransactionNotFound  no half message has this transaction id
+    ├── HiddenTopic              a system topic named through a data API
+    ├── TopicExists              the topic exists with a different queue count
+    ├── ProducerGroupMismatch    the transaction belongs to another producer group
+    ├── ResolutionConflict       the transaction was already resolved differently
+    └── BrokerClosed             the store is shut down
+"""
+
+from __future__ import annotations
+
+
+class HalfmqError(Exception):
+    """Root of every error the broker core raises."""
+
+    code = "INTERNAL"
+
+
+class InvalidArgument(HalfmqError):
+    """Raised when a request field is malformed or out of range."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class MessageTooLarge(InvalidArgument):
+    """Raised when a message body exceeds ``max_body_bytes``."""
+
+    code = "MESSAGE_TOO_LARGE"
+
+
+class NotFound(HalfmqError):
+    """Raised when a named resource does not exist."""
+
+    code = "NOT_FOUND"
+
+
+class TopicNotFound(NotFound):
+    """Raised when a topic does not exist."""
+
+    code = "TOPIC_NOT_FOUND"
+
+
+class TransactionNotFound(NotFound):
+    """Raised when no half message carries the transaction id."""
+
+    code = "TRANSACTION_NOT_FOUND"
+
+
+class HiddenTopic(HalfmqError):
+    """Raised when a system topic is named through a data API (send, pull, create)."""
+
+    code = "HIDDEN_TOPIC"
+
+
+class TopicExists(HalfmqError):
+    """Raised when creating a topic that exists with a different number of queues."""
+
+    code = "TOPIC_EXISTS"
+
+
+class ProducerGroupMismatch(HalfmqError):
+    """Raised when a transaction is ended by a producer group other than the one that prepared it."""
+
+    code = "PRODUCER_GROUP_MISMATCH"
+
+
+class ResolutionConflict(HalfmqError):
+    """Raised when a transaction is asked to reach a state other than the one already recorded."""
+
+    code = "RESOLUTION_CONFLICT"
+
+
+class BrokerClosed(HalfmqError):
+    """Raised when work is submitted to a store that has been closed."""
+
+    code = "BROKER_CLOSED"

@@ -1,0 +1,73 @@
+"""Conversion between ``halfmq.v1`` protobuf messages and the core's domain objects."""
+
+from __future__ import annotations
+
+from broker.errors import InvalidArgument
+from broker.model import Message, Resolution, Source, StoredMessage, Topic, TransactionState
+from halfmq_proto.v1 import halfmq_pb2 as pb
+
+RESOLUTIONS: dict[int, Resolution] = {
+    pb.COMMIT: Resolution.COMMIT,
+    pb.ROLLBACK: Resolution.ROLLBACK,
+    pb.UNKNOWN: Resolution.UNKNOWN,
+}
+SOURCES: dict[int, Source] = {pb.CLIENT: Source.CLIENT, pb.CHECK: Source.CHECK}
+STATES: dict[TransactionState, pb.TransactionState] = {
+    TransactionState.PENDING: pb.PENDING,
+    TransactionState.COMMITTED: pb.COMMITTED,
+    TransactionState.ROLLED_BACK: pb.ROLLED_BACK,
+    TransactionState.DISCARDED: pb.DISCARDED,
+}
+
+
+def message_from_pb(message: pb.Message) -> Message:
+    return Message(
+        topic=message.topic,
+        body=message.body,
+        message_id=message.message_id,
+        keys=tuple(message.keys),
+        tags=message.tags,
+        properties=dict(message.properties),
+        born_timestamp=message.born_timestamp,
+    )
+
+
+def stored_to_pb(message: StoredMessage) -> pb.StoredMessage:
+    return pb.StoredMessage(
+        topic=message.topic,
+        queue_id=message.queue_id,
+        queue_offset=message.queue_offset,
+        message_id=message.message_id,
+        transaction_id=message.transaction_id,
+        keys=message.keys,
+        tags=message.tags,
+        properties=message.properties,
+        body=message.body,
+        born_timestamp=message.born_timestamp,
+        store_timestamp=message.store_timestamp,
+    )
+
+
+def send_result_to_pb(message: StoredMessage) -> pb.SendResult:
+    return pb.SendResult(
+        message_id=message.message_id, topic=message.topic, queue_id=message.queue_id, queue_offset=message.queue_offset
+    )
+
+
+def topic_to_pb(topic: Topic) -> pb.Topic:
+    return pb.Topic(name=topic.name, queues=topic.queues)
+
+
+def resolution_from_pb(value: int) -> Resolution:
+    if value not in RESOLUTIONS:
+        raise InvalidArgument(f"resolution must be COMMIT, ROLLBACK or UNKNOWN, got {value}")
+    return RESOLUTIONS[value]
+
+
+def source_from_pb(value: int) -> Source:
+    """An unset source means the client's own call."""
+    if value == pb.SOURCE_UNSPECIFIED:
+        return Source.CLIENT
+    if value not in SOURCES:
+        raise InvalidArgument(f"source must be CLIENT or CHECK, got {value}")
+    return SOURCES[value]

@@ -1,0 +1,84 @@
+"""The producer session stream: check requests down, answers up, over one bidirectional gRPC call."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+import grpc
+
+from broker.errors import HalfmqError
+from broker.grpc_api.convert import resolution_from_pb, stored_to_pb
+from broker.model import Resolution, Source, check_name
+from broker.transaction.registry import CheckRequest, ProducerRegistry
+from broker.transaction.service import TransactionService
+from halfmq_proto.v1 import halfmq_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class GrpcProducerSession:
+    """One producer's live stream, registered so the check service can reach it."""
+
+    def __init__(self, producer_group: str, client_id: str, context: grpc.aio.ServicerContext) -> None:
+        self._producer_group = producer_group
+        self._client_id = client_id
+        self._context = context
+        self._write_lock = asyncio.Lock()
+
+    @property
+    def producer_group(self) -> str:
+        return self._producer_group
+
+    @property
+    def client_id(self) -> str:
+        return self._client_id
+
+    async def deliver(self, request: CheckRequest) -> None:
+        check = pb.CheckRequest(
+            transaction_id=request.transaction_id,
+            message=stored_to_pb(request.message),
+            producer_group=request.producer_group,
+            check_times=request.check_times,
+        )
+        async with self._write_lock:
+            await self._context.write(pb.SessionDown(check=check))
+
+
+async def serve_session(
+    context: grpc.aio.ServicerContext, registry: ProducerRegistry, transactions: TransactionService
+) -> None:
+    """Run one ProducerSession call: read the hello, register, then apply answers until the stream ends."""
+    first = await context.read()
+    if first is grpc.aio.EOF or not first.HasField("hello"):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a session must be hello")
+    hello = first.hello
+    try:
+        check_name("producer group", hello.producer_group)
+    except HalfmqError as exc:
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    session = GrpcProducerSession(hello.producer_group, hello.client_id or uuid.uuid4().hex, context)
+    await context.write(pb.SessionDown(welcome=pb.Welcome(session_id=uuid.uuid4().hex)))
+    registry.register(session)
+    answers: set[asyncio.Task[None]] = set()
+    try:
+        while (up := await context.read()) is not grpc.aio.EOF:
+            if up.HasField("answer"):
+                task = asyncio.create_task(_apply_answer(up.answer, session, transactions))
+                answers.add(task)
+                task.add_done_callback(answers.discard)
+    finally:
+        registry.unregister(session)
+        if answers:
+            await asyncio.gather(*answers)
+
+
+async def _apply_answer(answer: pb.CheckAnswer, session: GrpcProducerSession, transactions: TransactionService) -> None:
+    """End the transaction as the producer answered; answers may come in any order, or late."""
+    try:
+        resolution = resolution_from_pb(answer.resolution)
+        if resolution is not Resolution.UNKNOWN:
+            await transactions.end(answer.transaction_id, session.producer_group, resolution, Source.CHECK)
+    except HalfmqError as exc:
+        log.info("check answer for %s from %s ignored: %s", answer.transaction_id, session.client_id, exc)

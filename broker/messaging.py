@@ -1,0 +1,95 @@
+"""Topics, normal messages, pulls and consumer offsets: everything but transactions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from broker.clock import Clock, system_clock, to_ms
+from broker.errors import InvalidArgument
+from broker.model import (
+    MAX_QUEUES,
+    SYSTEM_TOPICS,
+    Message,
+    StoredMessage,
+    Topic,
+    check_data_topic,
+    check_message,
+    check_name,
+)
+from broker.store import Store
+from broker.transaction.service import queue_for
+
+MAX_PULL = 1024
+MAX_BATCH = 1024
+
+
+class MessagingService:
+    """Produce to and consume from real topics; system topics are refused."""
+
+    def __init__(self, store: Store, *, max_body_bytes: int, clock: Clock = system_clock) -> None:
+        self._store = store
+        self._max_body_bytes = max_body_bytes
+        self._clock = clock
+
+    async def create_topic(self, name: str, queues: int) -> bool:
+        """Create a topic; True if created, False if it already existed with ``queues`` queues.
+
+        Raises InvalidArgument, HiddenTopic or TopicExists.
+        """
+        check_data_topic(name)
+        if not 1 <= queues <= MAX_QUEUES:
+            raise InvalidArgument(f"queues must be between 1 and {MAX_QUEUES}, got {queues}")
+        return await asyncio.wrap_future(self._store.create_topic(name, queues))
+
+    def topics(self) -> list[Topic]:
+        """The real topics (system topics are hidden)."""
+        return [t for t in self._store.topics() if t.name not in SYSTEM_TOPICS]
+
+    async def send(self, messages: Sequence[Message]) -> list[StoredMessage]:
+        """Store messages, all or none, and return their positions; a retried message id is
+        stored once. Raises InvalidArgument, MessageTooLarge, HiddenTopic or TopicNotFound."""
+        if not 1 <= len(messages) <= MAX_BATCH:
+            raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(messages)}")
+        placed = []
+        for message in messages:
+            check_message(message, self._max_body_bytes)
+            topic = self._store.topic(message.topic)
+            placed.append((message, queue_for(message.message_id, topic.queues)))
+        return await asyncio.wrap_future(self._store.append(placed, to_ms(self._clock())))
+
+    def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> list[StoredMessage]:
+        """Return up to ``max_messages`` messages of a queue from ``offset`` on.
+
+        Raises InvalidArgument, HiddenTopic or TopicNotFound.
+        """
+        self._check_queue(topic, queue_id)
+        if offset < 0:
+            raise InvalidArgument(f"offset must be >= 0, got {offset}")
+        if not 1 <= max_messages <= MAX_PULL:
+            raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
+        return self._store.read(topic, queue_id, offset, max_messages)
+
+    def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        """``{queue_id: (min_offset, max_offset)}``, max being one past the newest message."""
+        check_data_topic(topic)
+        return self._store.queue_offsets(topic)
+
+    async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        check_name("consumer group", group)
+        self._check_queue(topic, queue_id)
+        if offset < 0:
+            raise InvalidArgument(f"offset must be >= 0, got {offset}")
+        await asyncio.wrap_future(self._store.commit_consumer_offset(group, topic, queue_id, offset))
+
+    def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
+        check_name("consumer group", group)
+        check_data_topic(topic)
+        self._store.topic(topic)
+        return self._store.consumer_offsets(group, topic)
+
+    def _check_queue(self, topic: str, queue_id: int) -> None:
+        check_data_topic(topic)
+        queues = self._store.topic(topic).queues
+        if not 0 <= queue_id < queues:
+            raise InvalidArgument(f"topic {topic!r} has queues 0..{queues - 1}, not {queue_id}")

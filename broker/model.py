@@ -1,0 +1,174 @@
+"""Domain objects of the broker: messages, topics, transactions and their lifecycle.
+
+Plain frozen dataclasses; they know nothing of protobuf, HTTP or SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from broker.errors import HiddenTopic, InvalidArgument, MessageTooLarge, ProducerGroupMismatch, ResolutionConflict
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+DISCARD_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SYSTEM_TOPICS = (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)
+OP_TAG = "d"
+
+MAX_QUEUES = 256
+_NAME = re.compile(r"[A-Za-z0-9_%|-]{1,127}")
+_MESSAGE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_TRANSACTION_ID = re.compile(r"[0-9a-f]{32}")
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message as a producer sends it; ``born_timestamp`` is the producer's clock (ms)."""
+
+    topic: str
+    body: bytes
+    message_id: str
+    keys: tuple[str, ...] = ()
+    tags: str = ""
+    properties: Mapping[str, str] = field(default_factory=dict)
+    born_timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A message at its position in a topic queue; ``store_timestamp`` is the broker's clock (ms)."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    message_id: str
+    transaction_id: str
+    keys: tuple[str, ...]
+    tags: str
+    properties: Mapping[str, str]
+    body: bytes
+    born_timestamp: int
+    store_timestamp: int
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    queues: int
+
+
+class Resolution(Enum):
+    """What a producer says about its local transaction."""
+
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+    UNKNOWN = "UNKNOWN"
+
+
+class Source(Enum):
+    """Who resolved a transaction: the producer's own call, or its answer to a check."""
+
+    CLIENT = "CLIENT"
+    CHECK = "CHECK"
+
+
+class TransactionState(Enum):
+    """Lifecycle of a half message. A resolved state is final."""
+
+    PENDING = "PENDING"
+    COMMITTED = "COMMITTED"
+    ROLLED_BACK = "ROLLED_BACK"
+    DISCARDED = "DISCARDED"
+
+    def transition(self, target: TransactionState) -> bool:
+        """Return True if moving to ``target`` changes the state, False if it repeats it.
+
+        Raises ResolutionConflict when the move is not allowed (the first resolution wins).
+        """
+        if target is self:
+            return False
+        if target not in _TRANSITIONS[self]:
+            raise ResolutionConflict(f"transaction already {self.value}; cannot become {target.value}")
+        return True
+
+
+_TRANSITIONS: dict[TransactionState, frozenset[TransactionState]] = {
+    TransactionState.PENDING: frozenset(
+        {TransactionState.COMMITTED, TransactionState.ROLLED_BACK, TransactionState.DISCARDED}
+    ),
+    TransactionState.COMMITTED: frozenset(),
+    TransactionState.ROLLED_BACK: frozenset(),
+    TransactionState.DISCARDED: frozenset(),
+}
+
+RESOLVED_STATE = {Resolution.COMMIT: TransactionState.COMMITTED, Resolution.ROLLBACK: TransactionState.ROLLED_BACK}
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """A half message's transaction record; times are broker milliseconds."""
+
+    transaction_id: str
+    producer_group: str
+    half_offset: int
+    topic: str
+    queue_id: int
+    message_id: str
+    state: TransactionState
+    check_times: int
+    half_stored_at: int
+    last_check_at: int | None
+
+    def check_owner(self, producer_group: str) -> None:
+        """Raise ProducerGroupMismatch unless ``producer_group`` prepared this transaction."""
+        if producer_group != self.producer_group:
+            raise ProducerGroupMismatch(
+                f"transaction {self.transaction_id} belongs to producer group {self.producer_group!r},"
+                f" not {producer_group!r}"
+            )
+
+
+@dataclass(frozen=True)
+class EndResult:
+    """The recorded outcome of an end request; ``already_resolved`` when it repeated an earlier one."""
+
+    state: TransactionState
+    already_resolved: bool
+
+
+def check_name(kind: str, value: str) -> str:
+    """Return ``value`` if it is a valid topic or group name, else raise InvalidArgument."""
+    if not _NAME.fullmatch(value):
+        raise InvalidArgument(f"{kind} must be 1-127 characters of [A-Za-z0-9_%|-], got {value!r}")
+    return value
+
+
+def check_data_topic(name: str) -> str:
+    """Return ``name`` if clients may produce to or read from it; raise otherwise."""
+    check_name("topic", name)
+    if name in SYSTEM_TOPICS:
+        raise HiddenTopic(f"topic {name!r} is a hidden system topic")
+    return name
+
+
+def check_transaction_id(value: str) -> str:
+    if not _TRANSACTION_ID.fullmatch(value):
+        raise InvalidArgument(f"transaction_id must be 32 lowercase hex characters, got {value!r}")
+    return value
+
+
+def check_message(message: Message, max_body_bytes: int) -> Message:
+    """Return ``message`` if every field is well formed; raise InvalidArgument otherwise."""
+    check_data_topic(message.topic)
+    if not _MESSAGE_ID.fullmatch(message.message_id):
+        raise InvalidArgument(f"message_id must be 1-128 characters of [A-Za-z0-9_.:-], got {message.message_id!r}")
+    if len(message.body) > max_body_bytes:
+        raise MessageTooLarge(f"body is {len(message.body)} bytes; the limit is {max_body_bytes}")
+    if any(not key or len(key) > 1024 for key in message.keys):
+        raise InvalidArgument("keys must be non-empty strings of at most 1024 characters")
+    if len(message.tags) > 1024:
+        raise InvalidArgument("tags must be at most 1024 characters")
+    return message

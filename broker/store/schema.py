@@ -1,0 +1,60 @@
+"""SQLite schema of the store. DDL is idempotent; ``PRAGMA user_version`` records the version."""
+
+from __future__ import annotations
+
+VERSION = 1
+
+DDL = """
+CREATE TABLE IF NOT EXISTS topics (
+    name TEXT PRIMARY KEY,
+    queues INTEGER NOT NULL CHECK (queues > 0)
+);
+
+-- Every stored message of every topic, system topics included. AUTOINCREMENT so that a
+-- store offset is never reused, even after the newest rows are gone.
+CREATE TABLE IF NOT EXISTS messages (
+    store_offset INTEGER PRIMARY KEY AUTOINCREMENT,
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    queue_offset INTEGER NOT NULL,
+    message_id TEXT NOT NULL,
+    transaction_id TEXT NOT NULL,
+    keys TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    body BLOB NOT NULL,
+    born_timestamp INTEGER NOT NULL,
+    store_timestamp INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_position ON messages (topic, queue_id, queue_offset);
+-- One message id per topic: a retried send is stored once, a transaction's final message and
+-- its op record (message id "op-<half offset>") can each exist only once, whatever the race.
+CREATE UNIQUE INDEX IF NOT EXISTS messages_id ON messages (topic, message_id);
+
+-- The half log minus the op log, kept up to date in the same SQLite transaction as both logs:
+-- the check service reads only the PENDING rows through a partial index, so a round costs
+-- O(pending), not O(history) (RocketMQ #1517).
+CREATE TABLE IF NOT EXISTS transactions (
+    transaction_id TEXT PRIMARY KEY,
+    half_offset INTEGER NOT NULL UNIQUE,
+    message_id TEXT NOT NULL UNIQUE,
+    producer_group TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    check_times INTEGER NOT NULL DEFAULT 0,
+    half_stored_at INTEGER NOT NULL,
+    last_check_at INTEGER,
+    resolved_at INTEGER,
+    resolution_source TEXT
+);
+CREATE INDEX IF NOT EXISTS transactions_pending ON transactions (half_stored_at) WHERE state = 'PENDING';
+
+CREATE TABLE IF NOT EXISTS consumer_offsets (
+    consumer_group TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    queue_offset INTEGER NOT NULL,
+    PRIMARY KEY (consumer_group, topic, queue_id)
+);
+"""

@@ -1,0 +1,484 @@
+"""The durable log on SQLite: topic queues, the half and op logs, transaction records, offsets.
+
+Writes go through the GroupCommitWriter and return Futures; reads use one connection per
+thread and see every write whose Future has resolved. Nothing outside this package runs SQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from broker.errors import (
+    BrokerClosed,
+    TopicExists,
+    TopicNotFound,
+    TransactionNotFound,
+)
+from broker.model import (
+    DISCARD_TOPIC,
+    HALF_TOPIC,
+    OP_TAG,
+    OP_TOPIC,
+    SYSTEM_TOPICS,
+    EndResult,
+    Message,
+    StoredMessage,
+    Topic,
+    Transaction,
+    TransactionState,
+)
+from broker.store.schema import DDL, VERSION
+from broker.store.writer import GroupCommitWriter
+
+DB_FILE = "halfmq.db"
+
+
+class Flush(Enum):
+    """When a write is acknowledged. SYNC: after fsync. ASYNC: after the write reaches the OS."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+
+
+_MESSAGE_COLUMNS = (
+    "topic, queue_id, queue_offset, message_id, transaction_id, keys, tags, properties, body,"
+    " born_timestamp, store_timestamp"
+)
+_TRANSACTION_COLUMNS = (
+    "transaction_id, producer_group, half_offset, topic, queue_id, message_id, state, check_times,"
+    " half_stored_at, last_check_at"
+)
+
+
+def _connect(path: Path, flush: Flush) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # In WAL mode FULL syncs the WAL on every commit; NORMAL leaves it to the OS (a process
+    # crash loses nothing, a power cut may lose the last commits).
+    conn.execute(f"PRAGMA synchronous={'FULL' if flush is Flush.SYNC else 'NORMAL'}")
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
+def _row_to_message(row: Sequence[Any]) -> StoredMessage:
+    (topic, queue_id, queue_offset, message_id, transaction_id, keys, tags, props, body, born, stored) = row
+    return StoredMessage(
+        topic=str(topic),
+        queue_id=int(queue_id),
+        queue_offset=int(queue_offset),
+        message_id=str(message_id),
+        transaction_id=str(transaction_id),
+        keys=tuple(json.loads(str(keys))),
+        tags=str(tags),
+        properties=json.loads(str(props)),
+        body=bytes(body),
+        born_timestamp=int(born),
+        store_timestamp=int(stored),
+    )
+
+
+def _row_to_transaction(row: Sequence[Any]) -> Transaction:
+    (txid, group, half_offset, topic, queue_id, message_id, state, checks, stored_at, last_check) = row
+    return Transaction(
+        transaction_id=str(txid),
+        producer_group=str(group),
+        half_offset=int(half_offset),
+        topic=str(topic),
+        queue_id=int(queue_id),
+        message_id=str(message_id),
+        state=TransactionState(state),
+        check_times=int(checks),
+        half_stored_at=int(stored_at),
+        last_check_at=None if last_check is None else int(last_check),
+    )
+
+
+def _append(
+    conn: sqlite3.Connection,
+    topic: str,
+    queue_id: int,
+    message: Message,
+    now_ms: int,
+    *,
+    transaction_id: str = "",
+    extra_properties: dict[str, str] | None = None,
+) -> StoredMessage:
+    (next_offset,) = conn.execute(
+        "SELECT COALESCE(MAX(queue_offset) + 1, 0) FROM messages WHERE topic = ? AND queue_id = ?",
+        (topic, queue_id),
+    ).fetchone()
+    properties = {**message.properties, **(extra_properties or {})}
+    stored = StoredMessage(
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=next_offset,
+        message_id=message.message_id,
+        transaction_id=transaction_id,
+        keys=message.keys,
+        tags=message.tags,
+        properties=properties,
+        body=message.body,
+        born_timestamp=message.born_timestamp,
+        store_timestamp=now_ms,
+    )
+    conn.execute(
+        f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            topic,
+            queue_id,
+            next_offset,
+            message.message_id,
+            transaction_id,
+            json.dumps(list(message.keys)),
+            message.tags,
+            json.dumps(properties, sort_keys=True),
+            message.body,
+            message.born_timestamp,
+            now_ms,
+        ),
+    )
+    return stored
+
+
+def _find(conn: sqlite3.Connection, topic: str, message_id: str) -> StoredMessage | None:
+    row = conn.execute(
+        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND message_id = ?", (topic, message_id)
+    ).fetchone()
+    return None if row is None else _row_to_message(row)
+
+
+def _topic(conn: sqlite3.Connection, name: str) -> Topic:
+    row = conn.execute("SELECT name, queues FROM topics WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise TopicNotFound(f"topic {name!r} does not exist")
+    return Topic(name=row[0], queues=row[1])
+
+
+class Store:
+    """The broker's durable state in one SQLite file under ``data_dir``."""
+
+    def __init__(self, data_dir: Path, *, flush: Flush = Flush.SYNC) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.path = data_dir / DB_FILE
+        self._flush = flush
+        write_conn = _connect(self.path, flush)
+        write_conn.executescript(DDL)
+        write_conn.execute(f"PRAGMA user_version={VERSION}")
+        write_conn.executemany(
+            "INSERT OR IGNORE INTO topics (name, queues) VALUES (?, 1)", [(t,) for t in SYSTEM_TOPICS]
+        )
+        self._writer = GroupCommitWriter(write_conn)
+        self._write_conn = write_conn
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """Commit what was submitted, then close every connection."""
+        self._writer.close()
+        self._closed = True
+        self._write_conn.close()
+        with self._readers_lock:
+            for conn in self._readers:
+                conn.close()
+            self._readers.clear()
+
+    @property
+    def write_batches(self) -> int:
+        """How many group commits the writer has made (for measuring batch sizes)."""
+        return self._writer.batches
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._closed:
+            raise BrokerClosed("the store is closed")
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = _connect(self.path, self._flush)
+            self._local.conn = conn
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    # --- topics -------------------------------------------------------------------------
+
+    def create_topic(self, name: str, queues: int) -> Future[bool]:
+        """Create a topic; the Future is True if created, False if it already had ``queues``.
+
+        Raises (through the Future) TopicExists if it exists with another queue count.
+        """
+
+        def work(conn: sqlite3.Connection) -> bool:
+            row = conn.execute("SELECT queues FROM topics WHERE name = ?", (name,)).fetchone()
+            if row is not None:
+                if row[0] != queues:
+                    raise TopicExists(f"topic {name!r} exists with {row[0]} queues, not {queues}")
+                return False
+            conn.execute("INSERT INTO topics (name, queues) VALUES (?, ?)", (name, queues))
+            return True
+
+        return self._writer.submit(work)
+
+    def topic(self, name: str) -> Topic:
+        """Return the topic; raise TopicNotFound if it does not exist."""
+        return _topic(self._reader(), name)
+
+    def topics(self) -> list[Topic]:
+        rows = self._reader().execute("SELECT name, queues FROM topics ORDER BY name").fetchall()
+        return [Topic(name=n, queues=q) for n, q in rows]
+
+    # --- normal messages ----------------------------------------------------------------
+
+    def append(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> Future[list[StoredMessage]]:
+        """Append messages to the given queues, all or none; a message id already in its topic
+        is not stored again and its original position is returned instead."""
+
+        def work(conn: sqlite3.Connection) -> list[StoredMessage]:
+            return [
+                _find(conn, message.topic, message.message_id)
+                or _append(conn, message.topic, queue_id, message, now_ms)
+                for message, queue_id in placed
+            ]
+
+        return self._writer.submit(work)
+
+    def read(self, topic: str, queue_id: int, offset: int, limit: int) -> list[StoredMessage]:
+        """Return up to ``limit`` messages of the queue from ``offset`` on, in offset order."""
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ?"
+                " ORDER BY queue_offset LIMIT ?",
+                (topic, queue_id, offset, limit),
+            )
+            .fetchall()
+        )
+        return [_row_to_message(r) for r in rows]
+
+    def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        """Return ``{queue_id: (min_offset, max_offset)}``; max is one past the newest message."""
+        conn = self._reader()
+        queues = _topic(conn, topic).queues
+        result = {}
+        for queue_id in range(queues):
+            low, high = conn.execute(
+                "SELECT MIN(queue_offset), MAX(queue_offset) FROM messages WHERE topic = ? AND queue_id = ?",
+                (topic, queue_id),
+            ).fetchone()
+            result[queue_id] = (0, 0) if high is None else (low, high + 1)
+        return result
+
+    # --- transactions -------------------------------------------------------------------
+
+    def prepare(
+        self, message: Message, producer_group: str, queue_id: int, transaction_id: str, now_ms: int
+    ) -> Future[Transaction]:
+        """Append a half message and its PENDING transaction record.
+
+        A message id that already has a half message returns that transaction unchanged.
+        """
+
+        def work(conn: sqlite3.Connection) -> Transaction:
+            existing = conn.execute(
+                f"SELECT {_TRANSACTION_COLUMNS} FROM transactions WHERE message_id = ?", (message.message_id,)
+            ).fetchone()
+            if existing is not None:
+                return _row_to_transaction(existing)
+            half = _append(
+                conn,
+                HALF_TOPIC,
+                0,
+                message,
+                now_ms,
+                transaction_id=transaction_id,
+                extra_properties={
+                    "REAL_TOPIC": message.topic,
+                    "REAL_QID": str(queue_id),
+                    "PGROUP": producer_group,
+                    "__transactionId__": transaction_id,
+                    "UNIQ_KEY": message.message_id,
+                },
+            )
+            conn.execute(
+                "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id,"
+                " state, half_stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    transaction_id,
+                    half.queue_offset,
+                    message.message_id,
+                    producer_group,
+                    message.topic,
+                    queue_id,
+                    TransactionState.PENDING.value,
+                    now_ms,
+                ),
+            )
+            return _row_to_transaction(
+                conn.execute(
+                    f"SELECT {_TRANSACTION_COLUMNS} FROM transactions WHERE transaction_id = ?", (transaction_id,)
+                ).fetchone()
+            )
+
+        return self._writer.submit(work)
+
+    def resolve(
+        self,
+        transaction_id: str,
+        target: TransactionState,
+        now_ms: int,
+        *,
+        source: str,
+        producer_group: str | None = None,
+    ) -> Future[EndResult]:
+        """Move a PENDING transaction to ``target`` in one SQLite transaction.
+
+        COMMITTED appends the final message to its real topic queue, DISCARDED copies it to
+        the discard topic; every resolution appends an op record (tag ``d``, body = the half
+        offset). Repeating the recorded state changes nothing. Raises (through the Future)
+        TransactionNotFound, ProducerGroupMismatch (when ``producer_group`` is given and differs)
+        or ResolutionConflict.
+        """
+
+        def work(conn: sqlite3.Connection) -> EndResult:
+            txn = self._transaction(conn, transaction_id)
+            if producer_group is not None:
+                txn.check_owner(producer_group)
+            if not txn.state.transition(target):
+                return EndResult(state=txn.state, already_resolved=True)
+            half = conn.execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
+                (HALF_TOPIC, txn.half_offset),
+            ).fetchone()
+            original = _restore(_row_to_message(half))
+            if target is TransactionState.COMMITTED:
+                _append(conn, txn.topic, txn.queue_id, original, now_ms, transaction_id=transaction_id)
+            elif target is TransactionState.DISCARDED:
+                _append(
+                    conn,
+                    DISCARD_TOPIC,
+                    0,
+                    original,
+                    now_ms,
+                    transaction_id=transaction_id,
+                    extra_properties={"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)},
+                )
+            op = Message(
+                topic=OP_TOPIC, body=str(txn.half_offset).encode(), message_id=f"op-{txn.half_offset}", tags=OP_TAG
+            )
+            _append(conn, OP_TOPIC, 0, op, now_ms, transaction_id=transaction_id)
+            conn.execute(
+                "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?",
+                (target.value, now_ms, source, transaction_id),
+            )
+            return EndResult(state=target, already_resolved=False)
+
+        return self._writer.submit(work)
+
+    def record_check(self, transaction_id: str, now_ms: int) -> Future[int]:
+        """Count a check delivered to a producer; the Future holds the new check count.
+
+        A transaction resolved meanwhile is left as it is (its count is returned unchanged).
+        """
+
+        def work(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "UPDATE transactions SET check_times = check_times + 1, last_check_at = ?"
+                " WHERE transaction_id = ? AND state = ?",
+                (now_ms, transaction_id, TransactionState.PENDING.value),
+            )
+            return self._transaction(conn, transaction_id).check_times
+
+        return self._writer.submit(work)
+
+    def transaction(self, transaction_id: str) -> Transaction:
+        """Return the transaction record; raise TransactionNotFound if there is none."""
+        return self._transaction(self._reader(), transaction_id)
+
+    def half_message(self, txn: Transaction) -> StoredMessage:
+        """Return the half message of ``txn`` as the producer sent it (system properties kept)."""
+        row = (
+            self._reader()
+            .execute(
+                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
+                (HALF_TOPIC, txn.half_offset),
+            )
+            .fetchone()
+        )
+        return _row_to_message(row)
+
+    def pending(self, stored_before_ms: int, limit: int) -> list[Transaction]:
+        """Return up to ``limit`` PENDING transactions whose half was stored before the given
+        time, oldest first. Uses the partial index: the cost does not grow with history."""
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT {_TRANSACTION_COLUMNS} FROM transactions WHERE state = ? AND half_stored_at < ?"
+                " ORDER BY half_stored_at LIMIT ?",
+                (TransactionState.PENDING.value, stored_before_ms, limit),
+            )
+            .fetchall()
+        )
+        return [_row_to_transaction(r) for r in rows]
+
+    def pending_count(self) -> int:
+        (count,) = (
+            self._reader()
+            .execute("SELECT COUNT(*) FROM transactions WHERE state = ?", (TransactionState.PENDING.value,))
+            .fetchone()
+        )
+        return int(count)
+
+    @staticmethod
+    def _transaction(conn: sqlite3.Connection, transaction_id: str) -> Transaction:
+        row = conn.execute(
+            f"SELECT {_TRANSACTION_COLUMNS} FROM transactions WHERE transaction_id = ?", (transaction_id,)
+        ).fetchone()
+        if row is None:
+            raise TransactionNotFound(f"no half message has transaction id {transaction_id}")
+        return _row_to_transaction(row)
+
+    # --- consumer offsets ---------------------------------------------------------------
+
+    def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> Future[None]:
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO consumer_offsets (consumer_group, topic, queue_id, queue_offset) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (consumer_group, topic, queue_id) DO UPDATE SET queue_offset = excluded.queue_offset",
+                (group, topic, queue_id, offset),
+            )
+
+        return self._writer.submit(work)
+
+    def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
+        rows = (
+            self._reader()
+            .execute(
+                "SELECT queue_id, queue_offset FROM consumer_offsets WHERE consumer_group = ? AND topic = ?",
+                (group, topic),
+            )
+            .fetchall()
+        )
+        return dict(rows)
+
+
+_SYSTEM_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY")
+
+
+def _restore(half: StoredMessage) -> Message:
+    """The producer's message back from its half copy, system properties removed."""
+    return Message(
+        topic=half.properties["REAL_TOPIC"],
+        body=half.body,
+        message_id=half.message_id,
+        keys=half.keys,
+        tags=half.tags,
+        properties={k: v for k, v in half.properties.items() if k not in _SYSTEM_PROPERTIES},
+        born_timestamp=half.born_timestamp,
+    )

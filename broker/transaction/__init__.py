@@ -1,0 +1,1 @@
+"""Half messages: the transaction service, the producer registry and the check service."""

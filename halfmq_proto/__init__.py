@@ -1,0 +1,1 @@
+"""Generated protocol modules (scripts/gen_proto.py)."""

@@ -1,0 +1,1 @@
+"""halfmq native protocol v1, generated from proto/halfmq/v1."""

@@ -1,0 +1,1 @@
+"""halfmq producer SDK."""
