@@ -1,1 +1,56 @@
-"""halfmq producer SDK."""
+"""halfmq producer SDK: transactional and plain producers and a pull consumer for the halfmq broker."""
+
+from producer_sdk.consumer import PullConsumer
+from producer_sdk.errors import (
+    BrokerError,
+    BrokerUnavailable,
+    HalfmqError,
+    HiddenTopic,
+    InvalidArgument,
+    MessageTooLarge,
+    NotFound,
+    ProducerGroupMismatch,
+    ResolutionConflict,
+    TopicExists,
+    TopicNotFound,
+    TransactionNotFound,
+)
+from producer_sdk.listener import TransactionListener
+from producer_sdk.message import (
+    LocalTransactionState,
+    Message,
+    PullResult,
+    ReceivedMessage,
+    SendReceipt,
+    SendResult,
+    TransactionState,
+)
+from producer_sdk.producer import Producer
+from producer_sdk.transaction_producer import AsyncTransactionProducer, TransactionProducer
+
+__all__ = [
+    "AsyncTransactionProducer",
+    "BrokerError",
+    "BrokerUnavailable",
+    "HalfmqError",
+    "HiddenTopic",
+    "InvalidArgument",
+    "LocalTransactionState",
+    "Message",
+    "MessageTooLarge",
+    "NotFound",
+    "Producer",
+    "ProducerGroupMismatch",
+    "PullConsumer",
+    "PullResult",
+    "ReceivedMessage",
+    "ResolutionConflict",
+    "SendReceipt",
+    "SendResult",
+    "TopicExists",
+    "TopicNotFound",
+    "TransactionListener",
+    "TransactionNotFound",
+    "TransactionProducer",
+    "TransactionState",
+]

@@ -1,0 +1,35 @@
+"""Base of the blocking clients: an SDK loop thread and a BrokerClient made on it."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Self
+
+from producer_sdk._client import BrokerClient
+from producer_sdk._loop import LoopThread
+
+
+async def _make_client(broker: str, timeout: float) -> BrokerClient:
+    """Channels belong to the loop they are made on."""
+    return BrokerClient(broker, timeout=timeout)
+
+
+class BlockingClient:
+    def __init__(self, *, broker: str, timeout: float) -> None:
+        self._loop = LoopThread()
+        self._client = self._loop.run(_make_client(broker, timeout))
+
+    def _call(self, method: str, request: Any) -> Any:
+        return self._loop.run(self._client.call(method, request))
+
+    def close(self) -> None:
+        self._loop.run(self._client.close())
+        self._loop.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

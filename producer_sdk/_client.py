@@ -1,0 +1,85 @@
+"""The async gRPC client every SDK class is built on: one channel, retries, typed errors."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import grpc
+
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
+from producer_sdk.errors import from_rpc_error
+from producer_sdk.message import Message, ReceivedMessage, SendReceipt
+
+_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
+
+
+class BrokerClient:
+    """Calls the broker; every RPC of the protocol is idempotent, so unreachable-broker
+    failures are retried with backoff until ``timeout`` seconds have passed."""
+
+    def __init__(self, broker: str, *, timeout: float) -> None:
+        self._channel = grpc.aio.insecure_channel(broker, options=_CHANNEL_OPTIONS)
+        self.stub = pb_grpc.BrokerStub(self._channel)
+        self.timeout = timeout
+
+    async def call(self, method: str, request: Any) -> Any:
+        """Invoke the unary RPC ``method``; raise the typed error when it fails for good."""
+        rpc = getattr(self.stub, method)
+        deadline = time.monotonic() + self.timeout
+        backoff = 0.05
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return await rpc(request, timeout=max(remaining, 0.01), wait_for_ready=True)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in _RETRYABLE or time.monotonic() + backoff >= deadline:
+                    raise from_rpc_error(exc) from exc
+            await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
+            backoff = min(backoff * 2, 1.0)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+def message_to_pb(message: Message) -> pb.Message:
+    return pb.Message(
+        topic=message.topic,
+        body=message.body,
+        keys=list(message.keys),
+        tags=message.tags,
+        properties=dict(message.properties),
+        message_id=message.message_id,
+        born_timestamp=int(time.time() * 1000),
+    )
+
+
+def received_from_pb(message: pb.StoredMessage) -> ReceivedMessage:
+    return ReceivedMessage(
+        topic=message.topic,
+        queue_id=message.queue_id,
+        queue_offset=message.queue_offset,
+        message_id=message.message_id,
+        transaction_id=message.transaction_id,
+        keys=tuple(message.keys),
+        tags=message.tags,
+        properties=dict(message.properties),
+        body=message.body,
+        born_timestamp=message.born_timestamp,
+        store_timestamp=message.store_timestamp,
+    )
+
+
+def receipt_from_pb(result: pb.SendResult) -> SendReceipt:
+    return SendReceipt(
+        message_id=result.message_id, topic=result.topic, queue_id=result.queue_id, queue_offset=result.queue_offset
+    )

@@ -1,0 +1,90 @@
+"""The producer's session stream: announces the group, receives checks, sends answers, reconnects."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import grpc
+
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from producer_sdk._client import BrokerClient
+from producer_sdk.errors import HalfmqError
+from producer_sdk.message import LocalTransactionState
+
+log = logging.getLogger(__name__)
+
+RESOLUTIONS = {
+    LocalTransactionState.COMMIT: pb.COMMIT,
+    LocalTransactionState.ROLLBACK: pb.ROLLBACK,
+    LocalTransactionState.UNKNOWN: pb.UNKNOWN,
+}
+CheckHandler = Callable[[pb.CheckRequest], Awaitable[LocalTransactionState]]
+
+
+class SessionLoop:
+    """Keeps one ProducerSession stream open, reconnecting with backoff after a broker restart."""
+
+    def __init__(self, client: BrokerClient, producer_group: str, client_id: str, on_check: CheckHandler) -> None:
+        self._client = client
+        self._hello = pb.SessionUp(hello=pb.Hello(producer_group=producer_group, client_id=client_id))
+        self._producer_group = producer_group
+        self._on_check = on_check
+        self.connected = asyncio.Event()
+        self.checks_received = 0
+        self._checks: set[asyncio.Task[None]] = set()
+        self._write_lock = asyncio.Lock()
+
+    async def run(self) -> None:
+        """Hold the session open until cancelled."""
+        backoff = 0.05
+        while True:
+            call = self._client.stub.ProducerSession()
+            try:
+                await call.write(self._hello)
+                welcome = await call.read()
+                if welcome is grpc.aio.EOF:
+                    raise ConnectionError("broker closed the session")
+                self.connected.set()
+                backoff = 0.05
+                while (down := await call.read()) is not grpc.aio.EOF:
+                    if down.HasField("check"):
+                        self.checks_received += 1
+                        task = asyncio.create_task(self._answer(call, down.check))
+                        self._checks.add(task)
+                        task.add_done_callback(self._checks.discard)
+            except (grpc.aio.AioRpcError, ConnectionError) as exc:
+                log.info("producer session lost (%s); reconnecting in %.2fs", exc, backoff)
+            finally:
+                self.connected.clear()
+                call.cancel()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+    async def close(self) -> None:
+        """Wait for the answers already being computed."""
+        if self._checks:
+            await asyncio.gather(*self._checks, return_exceptions=True)
+
+    async def _answer(self, call: grpc.aio.StreamStreamCall, check: pb.CheckRequest) -> None:
+        state = await self._on_check(check)
+        answer = pb.CheckAnswer(transaction_id=check.transaction_id, resolution=RESOLUTIONS[state])
+        try:
+            async with self._write_lock:
+                await call.write(pb.SessionUp(answer=answer))
+            return
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            log.info("answer for %s not sent on the session (%s); using EndTransaction", check.transaction_id, exc)
+        if state is LocalTransactionState.UNKNOWN:
+            return
+        request = pb.EndTransactionRequest(
+            transaction_id=check.transaction_id,
+            producer_group=self._producer_group,
+            resolution=RESOLUTIONS[state],
+            source=pb.CHECK,
+        )
+        try:
+            await self._client.call("EndTransaction", request)
+        except HalfmqError as exc:
+            log.warning("answer for %s not delivered: %s; the broker will check again", check.transaction_id, exc)

@@ -1,0 +1,105 @@
+"""Errors raised by the producer SDK.
+
+Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matching subclass
+(the broker sends a stable code in the ``halfmq-error`` trailing metadata).
+
+    HalfmqError
+    ├── BrokerUnavailable        the broker could not be reached within the timeout
+    ├── InvalidArgument          the broker refused a malformed request
+    │   └── MessageTooLarge      the body exceeds the broker's limit
+    ├── NotFound
+    │   ├── TopicNotFound
+    │   └── TransactionNotFound
+    ├── HiddenTopic              a system topic was named
+    ├── TopicExists              the topic exists with another queue count
+    ├── ProducerGroupMismatch    the transaction belongs to another producer group
+    ├── ResolutionConflict       the transaction was already resolved differently
+    └── BrokerError              any other broker failure (status and message kept)
+"""
+
+from __future__ import annotations
+
+import grpc
+
+ERROR_METADATA_KEY = "halfmq-error"
+
+
+class HalfmqError(Exception):
+    """Root of every SDK error. ``status`` is the gRPC status code name when one was received."""
+
+    def __init__(self, message: str, *, status: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class BrokerUnavailable(HalfmqError):
+    """Raised when the broker cannot be reached (after retries) or the client is closed."""
+
+
+class InvalidArgument(HalfmqError):
+    """Raised when the broker refuses a malformed request."""
+
+
+class MessageTooLarge(InvalidArgument):
+    """Raised when a message body exceeds the broker's limit."""
+
+
+class NotFound(HalfmqError):
+    """Raised when a named resource does not exist."""
+
+
+class TopicNotFound(NotFound):
+    """Raised when the topic does not exist."""
+
+
+class TransactionNotFound(NotFound):
+    """Raised when the broker has no half message with the transaction id."""
+
+
+class HiddenTopic(HalfmqError):
+    """Raised when a hidden system topic is named through a data API."""
+
+
+class TopicExists(HalfmqError):
+    """Raised when creating a topic that exists with another queue count."""
+
+
+class ProducerGroupMismatch(HalfmqError):
+    """Raised when ending a transaction that another producer group prepared."""
+
+
+class ResolutionConflict(HalfmqError):
+    """Raised when the transaction was already resolved differently (the first resolution wins)."""
+
+
+class BrokerError(HalfmqError):
+    """Raised for any other failure the broker reports."""
+
+
+_BY_CODE: dict[str, type[HalfmqError]] = {
+    "INVALID_ARGUMENT": InvalidArgument,
+    "MESSAGE_TOO_LARGE": MessageTooLarge,
+    "NOT_FOUND": NotFound,
+    "TOPIC_NOT_FOUND": TopicNotFound,
+    "TRANSACTION_NOT_FOUND": TransactionNotFound,
+    "HIDDEN_TOPIC": HiddenTopic,
+    "TOPIC_EXISTS": TopicExists,
+    "PRODUCER_GROUP_MISMATCH": ProducerGroupMismatch,
+    "RESOLUTION_CONFLICT": ResolutionConflict,
+    "BROKER_CLOSED": BrokerUnavailable,
+}
+
+
+def from_rpc_error(error: grpc.aio.AioRpcError) -> HalfmqError:
+    """The typed SDK error for a failed call."""
+    code = dict(error.trailing_metadata() or ()).get(ERROR_METADATA_KEY, "")
+    status = error.code()
+    if code in _BY_CODE:
+        kind = _BY_CODE[str(code)]
+    elif status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        kind = BrokerUnavailable
+    elif status is grpc.StatusCode.INVALID_ARGUMENT:
+        kind = InvalidArgument
+    else:
+        kind = BrokerError
+    return kind(error.details() or status.name, status=status.name)

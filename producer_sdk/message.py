@@ -1,0 +1,92 @@
+"""What producers send and consumers receive."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message to send. ``message_id`` defaults to a fresh id; a retried send reuses it."""
+
+    topic: str
+    body: bytes
+    keys: Sequence[str] = ()
+    tags: str = ""
+    properties: Mapping[str, str] = field(default_factory=dict)
+    message_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+class LocalTransactionState(Enum):
+    """What the listener says about its local transaction (RocketMQ's names are aliases)."""
+
+    COMMIT = "COMMIT"
+    ROLLBACK = "ROLLBACK"
+    UNKNOWN = "UNKNOWN"
+    COMMIT_MESSAGE = "COMMIT"
+    ROLLBACK_MESSAGE = "ROLLBACK"
+    UNKNOW = "UNKNOWN"
+
+
+class TransactionState(Enum):
+    """The outcome the broker recorded for a transaction."""
+
+    PENDING = "PENDING"
+    COMMITTED = "COMMITTED"
+    ROLLED_BACK = "ROLLED_BACK"
+    DISCARDED = "DISCARDED"
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """Result of ``send_message_in_transaction``.
+
+    ``state`` is what the broker recorded when it answered the end of the transaction
+    (PENDING after UNKNOWN: the broker will check back), or None when the end could not be
+    delivered in time; the broker's checks then resolve the transaction.
+    """
+
+    message_id: str
+    transaction_id: str
+    local_state: LocalTransactionState
+    state: TransactionState | None
+
+
+@dataclass(frozen=True)
+class SendReceipt:
+    """Where a normal message was stored."""
+
+    message_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    """A committed message read from a topic queue; timestamps are milliseconds."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    message_id: str
+    transaction_id: str
+    keys: tuple[str, ...]
+    tags: str
+    properties: Mapping[str, str]
+    body: bytes
+    born_timestamp: int
+    store_timestamp: int
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """Messages of one queue; pull again from ``next_offset``."""
+
+    messages: list[ReceivedMessage]
+    next_offset: int
+    min_offset: int
+    max_offset: int

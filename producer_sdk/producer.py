@@ -1,0 +1,32 @@
+"""The plain producer: normal (non-transactional) messages, one at a time or in batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from producer_sdk._blocking import BlockingClient
+from producer_sdk._client import message_to_pb, receipt_from_pb
+from producer_sdk.message import Message, SendReceipt
+
+
+class Producer(BlockingClient):
+    """Blocking producer of normal messages; use as ``with``. A send retried after a broker
+    failure carries the same message id, so the broker stores it once."""
+
+    def __init__(self, *, broker: str, timeout: float = 10.0) -> None:
+        super().__init__(broker=broker, timeout=timeout)
+
+    def send(self, msg: Message) -> SendReceipt:
+        response = self._call("SendMessage", pb.SendMessageRequest(message=message_to_pb(msg)))
+        return receipt_from_pb(response.result)
+
+    def send_batch(self, msgs: Sequence[Message]) -> list[SendReceipt]:
+        """Store all of ``msgs`` or none of them."""
+        response = self._call("SendBatch", pb.SendBatchRequest(messages=[message_to_pb(m) for m in msgs]))
+        return [receipt_from_pb(r) for r in response.results]
+
+    def create_topic(self, name: str, queues: int = 4) -> bool:
+        """Create a topic; True if created, False if it already existed with ``queues`` queues."""
+        response = self._call("CreateTopic", pb.CreateTopicRequest(topic=pb.Topic(name=name, queues=queues)))
+        return bool(response.created)

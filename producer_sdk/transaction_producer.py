@@ -1,0 +1,196 @@
+"""Transactional producers: send a half message, run the local transaction, commit or roll back."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any
+
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from producer_sdk._client import BrokerClient, message_to_pb, received_from_pb
+from producer_sdk._loop import LoopThread
+from producer_sdk._session import RESOLUTIONS, SessionLoop
+from producer_sdk.errors import BrokerUnavailable
+from producer_sdk.listener import TransactionListener, await_listener, call_listener
+from producer_sdk.message import LocalTransactionState, Message, SendResult, TransactionState
+
+log = logging.getLogger(__name__)
+
+
+class AsyncTransactionProducer:
+    """Asyncio transactional producer; use as ``async with``.
+
+    Listener methods may be ``async def`` (awaited) or plain (run in a pool of
+    ``check_threads`` threads). ``timeout`` bounds every call to the broker, retries included.
+    """
+
+    def __init__(
+        self,
+        *,
+        group: str,
+        broker: str,
+        listener: TransactionListener,
+        timeout: float = 10.0,
+        check_threads: int = 4,
+        client_id: str | None = None,
+    ) -> None:
+        self.group = group
+        self.broker = broker
+        self.listener = listener
+        self.client_id = client_id or f"{group}-{uuid.uuid4().hex[:12]}"
+        self._timeout = timeout
+        self._pool = ThreadPoolExecutor(max_workers=check_threads, thread_name_prefix="halfmq-check")
+        self._client: BrokerClient | None = None
+        self._session: SessionLoop | None = None
+        self._session_task: asyncio.Task[None] | None = None
+
+    @property
+    def checks_received(self) -> int:
+        """How many check requests the broker has sent this producer."""
+        return self._session.checks_received if self._session else 0
+
+    async def start(self) -> None:
+        """Connect and open the session; raise BrokerUnavailable if that fails within ``timeout``."""
+        self._client = BrokerClient(self.broker, timeout=self._timeout)
+        self._session = SessionLoop(self._client, self.group, self.client_id, self._check)
+        self._session_task = asyncio.create_task(self._session.run())
+        try:
+            await asyncio.wait_for(self._session.connected.wait(), self._timeout)
+        except TimeoutError:
+            await self.close()
+            raise BrokerUnavailable(f"no session with the broker at {self.broker} within {self._timeout}s") from None
+
+    async def close(self) -> None:
+        if self._session_task is not None:
+            self._session_task.cancel()
+            await asyncio.gather(self._session_task, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+        if self._client is not None:
+            await self._client.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def __aenter__(self) -> AsyncTransactionProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def send_message_in_transaction(self, msg: Message, arg: Any = None) -> SendResult:
+        """Send ``msg`` as a half message, run the local transaction, end the transaction.
+
+        Raises the typed error of a refused half message (nothing was stored then), or
+        ResolutionConflict when the broker had already resolved the transaction differently.
+        """
+        transaction_id = await self.prepare(msg)
+        local_state = await self._listen(self.listener.execute_local_transaction, msg, arg)
+        return await self.end(msg, transaction_id, local_state)
+
+    sendMessageInTransaction = send_message_in_transaction
+
+    async def prepare(self, msg: Message) -> str:
+        """Store ``msg`` as a half message; return its transaction id."""
+        request = pb.SendHalfMessageRequest(message=message_to_pb(msg), producer_group=self.group)
+        response = await self._connected_client().call("SendHalfMessage", request)
+        return str(response.transaction_id)
+
+    async def end(self, msg: Message, transaction_id: str, local_state: LocalTransactionState) -> SendResult:
+        """Tell the broker the local outcome; the result holds the recorded state (None if the
+        broker could not be reached: its checks will then resolve the transaction)."""
+        request = pb.EndTransactionRequest(
+            transaction_id=transaction_id,
+            producer_group=self.group,
+            resolution=RESOLUTIONS[local_state],
+            source=pb.CLIENT,
+        )
+        state: TransactionState | None
+        try:
+            response = await self._connected_client().call("EndTransaction", request)
+            state = TransactionState[pb.TransactionState.Name(response.state)]
+        except BrokerUnavailable as exc:
+            log.warning("end of transaction %s not confirmed (%s); the broker will check", transaction_id, exc)
+            state = None
+        return SendResult(
+            message_id=msg.message_id, transaction_id=transaction_id, local_state=local_state, state=state
+        )
+
+    async def _check(self, check: pb.CheckRequest) -> LocalTransactionState:
+        return await self._listen(self.listener.check_local_transaction, received_from_pb(check.message))
+
+    async def _listen(self, method: Any, *args: Any) -> LocalTransactionState:
+        if inspect.iscoroutinefunction(method):
+            return await await_listener(method, *args)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call_listener, method, *args)
+
+    def _connected_client(self) -> BrokerClient:
+        if self._client is None:
+            raise BrokerUnavailable("the producer is not started")
+        return self._client
+
+
+class TransactionProducer:
+    """Blocking transactional producer; use as ``with``.
+
+    ``execute_local_transaction`` runs in the calling thread; checks run in a pool of
+    ``check_threads`` threads. Safe to share between threads.
+    """
+
+    def __init__(
+        self,
+        *,
+        group: str,
+        broker: str,
+        listener: TransactionListener,
+        timeout: float = 10.0,
+        check_threads: int = 4,
+        client_id: str | None = None,
+    ) -> None:
+        self._loop = LoopThread()
+        self._producer = AsyncTransactionProducer(
+            group=group,
+            broker=broker,
+            listener=listener,
+            timeout=timeout,
+            check_threads=check_threads,
+            client_id=client_id,
+        )
+        self.listener = listener
+
+    @property
+    def checks_received(self) -> int:
+        return self._producer.checks_received
+
+    def start(self) -> None:
+        try:
+            self._loop.run(self._producer.start())
+        except BaseException:
+            self._loop.stop()
+            raise
+
+    def close(self) -> None:
+        self._loop.run(self._producer.close())
+        self._loop.stop()
+
+    def __enter__(self) -> TransactionProducer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> SendResult:
+        """As AsyncTransactionProducer.send_message_in_transaction, with the local transaction in this thread."""
+        transaction_id = self._loop.run(self._producer.prepare(msg))
+        local_state = call_listener(self.listener.execute_local_transaction, msg, arg)
+        return self._loop.run(self._producer.end(msg, transaction_id, local_state))
+
+    sendMessageInTransaction = send_message_in_transaction

@@ -1,0 +1,90 @@
+"""Helpers shared by the tests: a broker on its own loop thread, a fake clock, store inspection."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from broker.app import Broker
+from broker.config import Settings
+from broker.model import Topic
+from broker.store.sqlite_store import DB_FILE
+
+T = TypeVar("T")
+
+
+class FakeClock:
+    """A broker clock the test moves by hand (seconds)."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def broker_settings(data_dir: Path, **overrides: Any) -> Settings:
+    """Settings for an in-process broker on a free port, with check rounds run by the test."""
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "grpc_port": 0,
+        "check_interval": 3600.0,
+        "transaction_timeout": 1.0,
+        "check_timeout": 0.5,
+        "topics": (Topic("orders", 4),),
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+class BrokerThread:
+    """A real broker serving real gRPC on 127.0.0.1, its event loop on a thread of the test process."""
+
+    def __init__(self, settings: Settings, clock: Any = None) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.broker = self.run(self._build(settings, clock))
+        self.run(self.broker.start())
+        self.address = f"127.0.0.1:{self.broker.grpc_port}"
+
+    @staticmethod
+    async def _build(settings: Settings, clock: Any) -> Broker:
+        return Broker(settings) if clock is None else Broker(settings, clock=clock)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=60)
+
+    def check_once(self, now: float | None = None) -> Any:
+        return self.run(self.broker.checks.check_once(now))
+
+    def stop(self) -> None:
+        self.run(self.broker.stop(grace=0.5))
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+def topic_rows(data_dir: Path, topic: str) -> list[tuple[str, int, int, bytes]]:
+    """(message_id, queue_id, queue_offset, body) of every stored message of ``topic``, read from the file."""
+    with sqlite3.connect(data_dir / DB_FILE) as conn:
+        return conn.execute(
+            "SELECT message_id, queue_id, queue_offset, body FROM messages WHERE topic = ? ORDER BY store_offset",
+            (topic,),
+        ).fetchall()
+
+
+def store_snapshot(data_dir: Path) -> tuple[Any, ...]:
+    """Everything the store holds, to show that a refused request changed nothing."""
+    with sqlite3.connect(data_dir / DB_FILE) as conn:
+        return tuple(
+            tuple(conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall())
+            for table in ("topics", "messages", "transactions", "consumer_offsets")
+        )
