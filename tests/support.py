@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from broker.app import Broker
 from broker.config import Settings
 from broker.model import Topic
 from broker.store.sqlite_store import DB_FILE
+from producer_sdk import LocalTransactionState, TransactionListener
 
 T = TypeVar("T")
 
@@ -88,3 +90,31 @@ def store_snapshot(data_dir: Path) -> tuple[Any, ...]:
             tuple(conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall())
             for table in ("topics", "messages", "transactions", "consumer_offsets")
         )
+
+
+def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.01) -> None:
+    """Poll ``predicate`` until it is true; fail the test after ``timeout`` seconds."""
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(interval)
+
+
+class ScriptedListener(TransactionListener):
+    """A listener whose local transactions are a dict in memory: message key -> outcome."""
+
+    def __init__(self, execute: Any = "COMMIT", check: Any = None) -> None:
+        self.outcomes: dict[str, LocalTransactionState] = {}
+        self._execute = LocalTransactionState[execute]
+        self._check_default = None if check is None else LocalTransactionState[check]
+        self.checked: list[str] = []
+
+    def execute_local_transaction(self, msg: Any, arg: Any) -> Any:
+        return self.outcomes.get(msg.keys[0], self._execute) if msg.keys else self._execute
+
+    def check_local_transaction(self, msg: Any) -> Any:
+        self.checked.append(msg.transaction_id)
+        key = msg.keys[0] if msg.keys else ""
+        return self._check_default or self.outcomes.get(key, LocalTransactionState.UNKNOWN)
