@@ -77,7 +77,9 @@ def test_an_exception_in_the_local_transaction_counts_as_unknown(broker):
 
 def end(stub, transaction_id, resolution, source=pb.CLIENT, group="g"):
     return stub.EndTransaction(
-        pb.EndTransactionRequest(transaction_id=transaction_id, producer_group=group, resolution=resolution, source=source)
+        pb.EndTransactionRequest(
+            transaction_id=transaction_id, producer_group=group, resolution=resolution, source=source
+        )
     )
 
 
@@ -159,9 +161,10 @@ def test_a_late_client_commit_after_the_checks_commit_leaves_one_copy(broker, cl
         def check_local_transaction(self, msg):
             return LocalTransactionState.COMMIT if local_done.is_set() else LocalTransactionState.UNKNOWN
 
-    with TransactionProducer(group="g", broker=broker.address, listener=SlowCommit()) as producer, ThreadPoolExecutor(
-        1
-    ) as pool:
+    with (
+        TransactionProducer(group="g", broker=broker.address, listener=SlowCommit()) as producer,
+        ThreadPoolExecutor(1) as pool,
+    ):
         sending = pool.submit(producer.send_message_in_transaction, Message(topic="orders", body=b"once"))
         assert local_done.wait(10)
         clock.advance(2)
@@ -192,8 +195,9 @@ def test_the_sdk_raises_resolution_conflict_for_a_discarded_transaction(broker, 
         def check_local_transaction(self, msg):
             return LocalTransactionState.UNKNOWN
 
-    with TransactionProducer(group="g", broker=broker.address, listener=DiscardFirst()) as producer, pytest.raises(
-        ResolutionConflict, match="DISCARDED"
+    with (
+        TransactionProducer(group="g", broker=broker.address, listener=DiscardFirst()) as producer,
+        pytest.raises(ResolutionConflict, match="DISCARDED"),
     ):
         producer.send_message_in_transaction(Message(topic="orders", body=b"late"))
 

@@ -1,0 +1,239 @@
+"""Every RPC refuses bad input with a typed error and leaves the store untouched (guarantee 7)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from broker.model import HALF_TOPIC, OP_TOPIC
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
+from producer_sdk import (
+    AsyncTransactionProducer,
+    HiddenTopic,
+    LocalTransactionState,
+    Message,
+    MessageTooLarge,
+    Producer,
+    ProducerGroupMismatch,
+    TopicNotFound,
+)
+from producer_sdk import InvalidArgument as SdkInvalidArgument
+from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot
+
+S = grpc.StatusCode
+MAX_BODY = 1024
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerThread, str]]:
+    broker = BrokerThread(broker_settings(tmp_path_factory.mktemp("bad") / "data", max_body_bytes=MAX_BODY))
+    with grpc.insecure_channel(broker.address) as channel:
+        stub = pb_grpc.BrokerStub(channel)
+        half = stub.SendHalfMessage(
+            pb.SendHalfMessageRequest(
+                message=pb.Message(topic="orders", body=b"x", message_id="seed"), producer_group="g"
+            )
+        )
+    yield broker, half.transaction_id
+    broker.stop()
+
+
+def msg(topic="orders", body=b"x", message_id="m-1", keys=()):
+    return pb.Message(topic=topic, body=body, message_id=message_id, keys=keys)
+
+
+def half(message, group="g"):
+    return pb.SendHalfMessageRequest(message=message, producer_group=group)
+
+
+def end(txid, group="g", resolution=pb.COMMIT, source=pb.CLIENT):
+    return pb.EndTransactionRequest(transaction_id=txid, producer_group=group, resolution=resolution, source=source)
+
+
+TXID = "{txid}"
+UNKNOWN_TXID = "0" * 32
+CASES = [
+    ("SendMessage", pb.SendMessageRequest(message=msg(topic="nope")), S.NOT_FOUND, "TOPIC_NOT_FOUND"),
+    ("SendMessage", pb.SendMessageRequest(message=msg(topic=HALF_TOPIC)), S.PERMISSION_DENIED, "HIDDEN_TOPIC"),
+    ("SendMessage", pb.SendMessageRequest(message=msg(topic="")), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    (
+        "SendMessage",
+        pb.SendMessageRequest(message=msg(body=b"x" * (MAX_BODY + 1))),
+        S.INVALID_ARGUMENT,
+        "MESSAGE_TOO_LARGE",
+    ),
+    (
+        "SendMessage",
+        pb.SendMessageRequest(message=msg(message_id="not valid!")),
+        S.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    ),
+    ("SendMessage", pb.SendMessageRequest(message=msg(message_id="")), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("SendMessage", pb.SendMessageRequest(message=msg(keys=[""])), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("SendBatch", pb.SendBatchRequest(messages=[]), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    (
+        "SendBatch",
+        pb.SendBatchRequest(messages=[msg(message_id="ok-1"), msg(topic=OP_TOPIC, message_id="ok-2")]),
+        S.PERMISSION_DENIED,
+        "HIDDEN_TOPIC",
+    ),
+    ("SendHalfMessage", half(msg(topic="nope")), S.NOT_FOUND, "TOPIC_NOT_FOUND"),
+    ("SendHalfMessage", half(msg(topic=HALF_TOPIC)), S.PERMISSION_DENIED, "HIDDEN_TOPIC"),
+    ("SendHalfMessage", half(msg(body=b"x" * (MAX_BODY + 1))), S.INVALID_ARGUMENT, "MESSAGE_TOO_LARGE"),
+    ("SendHalfMessage", half(msg(message_id="../etc")), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("SendHalfMessage", half(msg(), group=""), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("SendHalfMessage", half(msg(), group="bad group"), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("EndTransaction", end("not-hex"), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("EndTransaction", end(UNKNOWN_TXID), S.NOT_FOUND, "TRANSACTION_NOT_FOUND"),
+    ("EndTransaction", end(TXID, group="other"), S.PERMISSION_DENIED, "PRODUCER_GROUP_MISMATCH"),
+    ("EndTransaction", end(TXID, group="other", resolution=pb.UNKNOWN), S.PERMISSION_DENIED, "PRODUCER_GROUP_MISMATCH"),
+    ("EndTransaction", end(TXID, resolution=pb.RESOLUTION_UNSPECIFIED), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("EndTransaction", end(TXID, resolution=99), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("EndTransaction", end(TXID, source=99), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    (
+        "Pull",
+        pb.PullRequest(topic=HALF_TOPIC, queue_id=0, offset=0, max_messages=1),
+        S.PERMISSION_DENIED,
+        "HIDDEN_TOPIC",
+    ),
+    ("Pull", pb.PullRequest(topic="nope", queue_id=0, offset=0, max_messages=1), S.NOT_FOUND, "TOPIC_NOT_FOUND"),
+    (
+        "Pull",
+        pb.PullRequest(topic="orders", queue_id=4, offset=0, max_messages=1),
+        S.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "Pull",
+        pb.PullRequest(topic="orders", queue_id=0, offset=-1, max_messages=1),
+        S.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "Pull",
+        pb.PullRequest(topic="orders", queue_id=0, offset=0, max_messages=0),
+        S.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    ),
+    ("GetQueueOffsets", pb.GetQueueOffsetsRequest(topic=OP_TOPIC), S.PERMISSION_DENIED, "HIDDEN_TOPIC"),
+    ("GetQueueOffsets", pb.GetQueueOffsetsRequest(topic="nope"), S.NOT_FOUND, "TOPIC_NOT_FOUND"),
+    (
+        "CommitConsumerOffset",
+        pb.CommitConsumerOffsetRequest(consumer_group="", topic="orders", queue_id=0, offset=1),
+        S.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CommitConsumerOffset",
+        pb.CommitConsumerOffsetRequest(consumer_group="c", topic="orders", queue_id=9, offset=1),
+        S.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CommitConsumerOffset",
+        pb.CommitConsumerOffsetRequest(consumer_group="c", topic="orders", queue_id=0, offset=-5),
+        S.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    ),
+    (
+        "CommitConsumerOffset",
+        pb.CommitConsumerOffsetRequest(consumer_group="c", topic=HALF_TOPIC, queue_id=0, offset=0),
+        S.PERMISSION_DENIED,
+        "HIDDEN_TOPIC",
+    ),
+    (
+        "GetConsumerOffsets",
+        pb.GetConsumerOffsetsRequest(consumer_group="c", topic="nope"),
+        S.NOT_FOUND,
+        "TOPIC_NOT_FOUND",
+    ),
+    (
+        "CreateTopic",
+        pb.CreateTopicRequest(topic=pb.Topic(name=HALF_TOPIC, queues=1)),
+        S.PERMISSION_DENIED,
+        "HIDDEN_TOPIC",
+    ),
+    (
+        "CreateTopic",
+        pb.CreateTopicRequest(topic=pb.Topic(name="a b", queues=1)),
+        S.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    ),
+    ("CreateTopic", pb.CreateTopicRequest(topic=pb.Topic(name="t", queues=0)), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    (
+        "CreateTopic",
+        pb.CreateTopicRequest(topic=pb.Topic(name="t", queues=9999)),
+        S.INVALID_ARGUMENT,
+        "INVALID_ARGUMENT",
+    ),
+    ("CreateTopic", pb.CreateTopicRequest(topic=pb.Topic(name="orders", queues=2)), S.ALREADY_EXISTS, "TOPIC_EXISTS"),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "request_", "status", "code"), CASES, ids=[f"{c[0]}-{c[3]}-{i}" for i, c in enumerate(CASES)]
+)
+def test_a_bad_request_gets_a_typed_error_and_changes_nothing(running, method, request_, status, code):
+    broker, txid = running
+    data_dir: Path = broker.broker.settings.data_dir
+    before = store_snapshot(data_dir)
+    with grpc.insecure_channel(broker.address) as channel:
+        rpc = getattr(pb_grpc.BrokerStub(channel), method)
+        with pytest.raises(grpc.RpcError) as refused:
+            rpc(_with_txid(request_, txid))
+    assert refused.value.code() is status
+    assert dict(refused.value.trailing_metadata())["halfmq-error"] == code
+    assert refused.value.details()
+    assert store_snapshot(data_dir) == before
+
+
+def _with_txid(request, txid):
+    if isinstance(request, pb.EndTransactionRequest) and request.transaction_id == TXID:
+        copy = pb.EndTransactionRequest()
+        copy.CopyFrom(request)
+        copy.transaction_id = txid
+        return copy
+    return request
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        pb.SessionUp(answer=pb.CheckAnswer(transaction_id="0" * 32, resolution=pb.COMMIT)),
+        pb.SessionUp(hello=pb.Hello()),
+    ],
+)
+def test_a_session_must_start_with_a_valid_hello(running, first):
+    broker, _ = running
+    before = store_snapshot(broker.broker.settings.data_dir)
+    with grpc.insecure_channel(broker.address) as channel:
+        replies = pb_grpc.BrokerStub(channel).ProducerSession(iter([first]))
+        with pytest.raises(grpc.RpcError) as refused:
+            list(replies)
+    assert refused.value.code() is S.INVALID_ARGUMENT
+    assert store_snapshot(broker.broker.settings.data_dir) == before
+
+
+def test_the_sdk_raises_typed_errors(running):
+    broker, txid = running
+    with Producer(broker=broker.address) as producer:
+        with pytest.raises(TopicNotFound):
+            producer.send(Message(topic="nope", body=b""))
+        with pytest.raises(HiddenTopic):
+            producer.send(Message(topic=HALF_TOPIC, body=b""))
+        with pytest.raises(MessageTooLarge):
+            producer.send(Message(topic="orders", body=b"x" * (MAX_BODY + 1)))
+        with pytest.raises(SdkInvalidArgument):
+            producer.send(Message(topic="orders", body=b"", message_id="bad id"))
+
+    async def end_as_another_group():
+        async with AsyncTransactionProducer(group="other", broker=broker.address, listener=ScriptedListener()) as p:
+            await p.end(Message(topic="orders", body=b"x"), txid, LocalTransactionState.COMMIT)
+
+    with pytest.raises(ProducerGroupMismatch, match="belongs to producer group 'g'"):
+        asyncio.run(end_as_another_group())
