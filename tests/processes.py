@@ -1,0 +1,70 @@
+"""Real broker processes for fault tests: started with ``python -m broker``, killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class BrokerProcess:
+    """``python -m broker`` on a fixed port and data directory, so a restart is the same broker."""
+
+    def __init__(self, data_dir: Path, *args: str) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.log = data_dir.parent / "broker.log"
+        self._args = [
+            sys.executable,
+            "-m",
+            "broker",
+            "--data-dir",
+            str(data_dir),
+            "--grpc-port",
+            str(self.port),
+            "--topic",
+            "orders:4",
+            *args,
+        ]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 20.0) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(self._args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode}; see {self.log}")
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"broker not listening within {timeout}s; see {self.log}")
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to flush or close anything."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; return the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()

@@ -1,0 +1,177 @@
+"""Process-level fault tests: real processes, real gRPC, SIGKILL (DESIGN section 4, guarantees 1, 3, 5)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from broker.store.sqlite_store import DB_FILE
+from producer_sdk import (
+    HalfmqError,
+    LocalTransactionState,
+    Message,
+    PullConsumer,
+    TransactionListener,
+    TransactionProducer,
+    TransactionState,
+)
+from tests.processes import BrokerProcess
+from tests.support import wait_until
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parent.parent
+FAST_CHECKS = ("--check-interval", "0.3", "--transaction-timeout", "1", "--check-timeout", "1")
+
+
+def query(data_dir: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(data_dir / DB_FILE, timeout=30) as conn:
+        return conn.execute(sql).fetchall()
+
+
+@pytest.fixture
+def broker_process(tmp_path):
+    broker = BrokerProcess(tmp_path / "data", *FAST_CHECKS)
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def test_a_peer_producer_commits_the_transaction_of_a_killed_producer_exactly_once(broker_process, tmp_path):
+    local_db = tmp_path / "orders.db"
+    crashing = subprocess.Popen(
+        [sys.executable, "-m", "tests.programs.crashing_producer", broker_process.address, "orders-svc", str(local_db)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert crashing.stdout is not None
+        assert crashing.stdout.readline().strip() == "LOCAL-COMMITTED"
+    finally:
+        os.kill(crashing.pid, signal.SIGKILL)
+        crashing.wait()
+
+    class Peer(TransactionListener):
+        def execute_local_transaction(self, msg, arg):
+            raise AssertionError("the peer sends nothing")
+
+        def check_local_transaction(self, msg):
+            with sqlite3.connect(local_db) as conn:
+                found = conn.execute("SELECT 1 FROM orders WHERE id = ?", (msg.keys[0],)).fetchone()
+            return LocalTransactionState.COMMIT if found else LocalTransactionState.ROLLBACK
+
+    with TransactionProducer(group="orders-svc", broker=broker_process.address, listener=Peer()) as peer:
+        wait_until(lambda: query(broker_process.data_dir, "SELECT state FROM transactions") == [("COMMITTED",)], 30)
+        assert peer.checks_received >= 1
+    with PullConsumer(group="audit", broker=broker_process.address) as consumer:
+        bodies = [m.body for q in range(4) for m in consumer.pull("orders", queue_id=q, offset=0).messages]
+    assert bodies == [b"order-1"]
+
+
+def test_sigterm_shuts_the_broker_down_cleanly(broker_process):
+    assert broker_process.terminate() == 0
+    assert "halfmq broker stopped" in broker_process.log.read_text()
+
+
+class KnownOutcomes(TransactionListener):
+    """Local state: key -> intended outcome, recorded before the half message is sent.
+
+    Keys ending in "u" answer UNKNOWN first and leave the outcome to the broker's checks.
+    """
+
+    def __init__(self) -> None:
+        self.intent: dict[str, LocalTransactionState] = {}
+
+    def execute_local_transaction(self, msg, arg):
+        key = msg.keys[0]
+        return LocalTransactionState.UNKNOWN if key.endswith("u") else self.intent[key]
+
+    def check_local_transaction(self, msg):
+        return self.intent.get(msg.keys[0], LocalTransactionState.ROLLBACK)
+
+
+@pytest.mark.slow
+def test_a_broker_killed_repeatedly_under_load_loses_and_duplicates_nothing(broker_process):
+    total, producers, kills = 3000, 8, 5
+    listener = KnownOutcomes()
+    for i in range(total):
+        kind = ("c", "r", "u")[i % 3]
+        key = f"k{i:05d}{kind}"
+        commit = kind == "c" or (kind == "u" and i % 2 == 0)
+        listener.intent[key] = LocalTransactionState.COMMIT if commit else LocalTransactionState.ROLLBACK
+    keys = list(listener.intent)
+    acknowledged: dict[str, TransactionState | None] = {}
+    failed: list[str] = []
+    done = threading.Event()
+
+    def killer() -> None:
+        rng = random.Random(7)
+        for _ in range(kills):
+            if done.wait(rng.uniform(0.2, 0.5)):
+                return
+            broker_process.kill()
+            broker_process.start()
+
+    def produce(producer: TransactionProducer, share: list[str]) -> None:
+        for key in share:
+            try:
+                result = producer.send_message_in_transaction(Message(topic="orders", body=key.encode(), keys=[key]))
+                acknowledged[key] = result.state
+            except HalfmqError as exc:
+                failed.append(f"{key}: {exc!r}")
+
+    sdk = [
+        TransactionProducer(group="load", broker=broker_process.address, listener=listener, timeout=30)
+        for _ in range(producers)
+    ]
+    for producer in sdk:
+        producer.start()
+    kill_thread = threading.Thread(target=killer)
+    kill_thread.start()
+    started = time.monotonic()
+    try:
+        with ThreadPoolExecutor(producers) as pool:
+            for future in [pool.submit(produce, p, keys[n::producers]) for n, p in enumerate(sdk)]:
+                future.result()
+        done.set()
+        kill_thread.join()
+        elapsed = time.monotonic() - started
+        data_dir = broker_process.data_dir
+        wait_until(lambda: query(data_dir, "SELECT COUNT(*) FROM transactions WHERE state = 'PENDING'") == [(0,)], 60)
+    finally:
+        done.set()
+        for producer in sdk:
+            producer.close()
+    restarts = broker_process.log.read_text().count("serving gRPC")
+    print(f"{total} transactions, {restarts - 1} SIGKILLs in {elapsed:.1f}s; {len(failed)} sends failed {failed[:3]}")
+    assert restarts - 1 >= 3, "the broker was not killed during the load"
+
+    topic = Counter(body.decode() for (body,) in query(data_dir, "SELECT body FROM messages WHERE topic = 'orders'"))
+    assert all(n == 1 for n in topic.values()), "a committed message appears twice"
+    acked_commits = {k for k, s in acknowledged.items() if s is TransactionState.COMMITTED}
+    assert acked_commits <= set(topic), "an acknowledged commit was lost"
+    intended = {k for k, s in listener.intent.items() if s is LocalTransactionState.COMMIT}
+    assert set(topic) <= intended, "a rolled-back message is readable"
+    prepared = {
+        key
+        for (key,) in query(
+            data_dir, "SELECT json_extract(keys, '$[0]') FROM messages WHERE topic = 'RMQ_SYS_TRANS_HALF_TOPIC'"
+        )
+    }
+    assert set(topic) == prepared & intended, "a prepared transaction was resolved against its local outcome"
+    states = dict(query(data_dir, "SELECT state, COUNT(*) FROM transactions GROUP BY state"))
+    assert "DISCARDED" not in states
+    max_checks = query(data_dir, "SELECT MAX(check_times) FROM transactions")[0][0]
+    assert max_checks <= 5
+    assert len(acknowledged) + len(failed) == total
