@@ -1,0 +1,83 @@
+"""End-to-end demo: start a broker, run transactional producers, read what was committed.
+
+Three orders commit, one rolls back, and one leaves its outcome UNKNOWN: the broker checks
+back with the producer a moment later and the producer's local database says it committed.
+"""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionListener, TransactionProducer
+
+
+class Orders(TransactionListener):
+    """A service that stores orders in its own SQLite database and publishes an event per order."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE orders (id TEXT PRIMARY KEY, amount INTEGER)")
+
+    def execute_local_transaction(self, msg: Message, arg: dict) -> LocalTransactionState:
+        if arg["amount"] <= 0:
+            return LocalTransactionState.ROLLBACK
+        with sqlite3.connect(self.db) as conn:
+            conn.execute("INSERT INTO orders VALUES (?, ?)", (msg.keys[0], arg["amount"]))
+        return LocalTransactionState.UNKNOWN if arg.get("slow_reply") else LocalTransactionState.COMMIT
+
+    def check_local_transaction(self, msg) -> LocalTransactionState:
+        with sqlite3.connect(self.db) as conn:
+            found = conn.execute("SELECT 1 FROM orders WHERE id = ?", (msg.keys[0],)).fetchone()
+        print(f"  broker checked back on {msg.keys[0]}: {'COMMIT' if found else 'ROLLBACK'}")
+        return LocalTransactionState.COMMIT if found else LocalTransactionState.ROLLBACK
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def main() -> None:
+    work = Path(tempfile.mkdtemp(prefix="halfmq-demo-"))
+    port = free_port()
+    broker = subprocess.Popen(
+        [sys.executable, "-m", "broker", "--data-dir", str(work / "data"), "--grpc-port", str(port),
+         "--topic", "orders:4", "--check-interval", "0.5", "--transaction-timeout", "1"],
+        stdout=(work / "broker.log").open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    address = f"127.0.0.1:{port}"
+    try:
+        orders = [("o-1", 30, {}), ("o-2", 0, {}), ("o-3", 12, {}), ("o-4", 7, {"slow_reply": True}), ("o-5", 99, {})]
+        with TransactionProducer(group="orders-svc", broker=address, listener=Orders(work / "orders.db")) as producer:
+            for key, amount, extra in orders:
+                msg = Message(topic="orders", body=f'{{"order": "{key}", "amount": {amount}}}'.encode(), keys=[key])
+                result = producer.send_message_in_transaction(msg, {"amount": amount, **extra})
+                print(
+                    f"{key}: local={result.local_state.value:<8} broker={result.state.value if result.state else '?'}"
+                )
+            print("waiting for the broker to check o-4 ...")
+            time.sleep(3)
+        with PullConsumer(group="demo", broker=address) as consumer:
+            committed = sorted(
+                m.keys[0]
+                for q in consumer.queue_offsets("orders")
+                for m in consumer.pull("orders", queue_id=q, offset=0).messages
+            )
+        print(f"committed messages readable in topic 'orders': {committed}")
+        assert committed == ["o-1", "o-3", "o-4", "o-5"], committed
+    finally:
+        broker.terminate()
+        broker.wait(20)
+    print(f"demo finished; broker log and data in {work}")
+
+
+if __name__ == "__main__":
+    main()
