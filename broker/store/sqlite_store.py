@@ -154,13 +154,6 @@ def _find(conn: sqlite3.Connection, topic: str, message_id: str) -> StoredMessag
     return None if row is None else _row_to_message(row)
 
 
-def _topic(conn: sqlite3.Connection, name: str) -> Topic:
-    row = conn.execute("SELECT name, queues FROM topics WHERE name = ?", (name,)).fetchone()
-    if row is None:
-        raise TopicNotFound(f"topic {name!r} does not exist")
-    return Topic(name=row[0], queues=row[1])
-
-
 class Store:
     """The broker's durable state in one SQLite file under ``data_dir``."""
 
@@ -180,6 +173,10 @@ class Store:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        # Topics are read on every send and change only through create_topic: keep them in memory.
+        self._topics = {
+            name: Topic(name, queues) for name, queues in write_conn.execute("SELECT name, queues FROM topics")
+        }
 
     def close(self) -> None:
         """Commit what was submitted, then close every connection."""
@@ -224,15 +221,23 @@ class Store:
             conn.execute("INSERT INTO topics (name, queues) VALUES (?, ?)", (name, queues))
             return True
 
-        return self._writer.submit(work)
+        def remember(future: Future[bool]) -> None:
+            if future.exception() is None and future.result():  # only once committed
+                self._topics[name] = Topic(name, queues)
+
+        future = self._writer.submit(work)
+        future.add_done_callback(remember)  # before any waiter's callback: a send that follows sees the topic
+        return future
 
     def topic(self, name: str) -> Topic:
         """Return the topic; raise TopicNotFound if it does not exist."""
-        return _topic(self._reader(), name)
+        try:
+            return self._topics[name]
+        except KeyError:
+            raise TopicNotFound(f"topic {name!r} does not exist") from None
 
     def topics(self) -> list[Topic]:
-        rows = self._reader().execute("SELECT name, queues FROM topics ORDER BY name").fetchall()
-        return [Topic(name=n, queues=q) for n, q in rows]
+        return sorted(self._topics.values(), key=lambda t: t.name)
 
     # --- normal messages ----------------------------------------------------------------
 
@@ -265,7 +270,7 @@ class Store:
     def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """Return ``{queue_id: (min_offset, max_offset)}``; max is one past the newest message."""
         conn = self._reader()
-        queues = _topic(conn, topic).queues
+        queues = self.topic(topic).queues
         result = {}
         for queue_id in range(queues):
             low, high = conn.execute(
@@ -306,25 +311,25 @@ class Store:
                     "UNIQ_KEY": message.message_id,
                 },
             )
+            txn = Transaction(
+                transaction_id=transaction_id,
+                producer_group=producer_group,
+                half_offset=half.queue_offset,
+                topic=message.topic,
+                queue_id=queue_id,
+                message_id=message.message_id,
+                state=TransactionState.PENDING,
+                check_times=0,
+                half_stored_at=now_ms,
+                last_check_at=None,
+            )
             conn.execute(
                 "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id,"
                 " state, half_stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    transaction_id,
-                    half.queue_offset,
-                    message.message_id,
-                    producer_group,
-                    message.topic,
-                    queue_id,
-                    TransactionState.PENDING.value,
-                    now_ms,
-                ),
-            )
-            return _row_to_transaction(
-                conn.execute(
-                    f"SELECT {_TRANSACTION_COLUMNS} FROM transactions WHERE transaction_id = ?", (transaction_id,)
-                ).fetchone()
-            )
+                (transaction_id, half.queue_offset, message.message_id, producer_group, message.topic, queue_id,
+                 txn.state.value, now_ms),
+            )  # fmt: skip
+            return txn
 
         return self._writer.submit(work)
 
