@@ -1,0 +1,107 @@
+"""Cost of one check round: 10,000 pending half messages with and without 1,000,000 resolved in history.
+
+    .venv/bin/python -m bench.check_scan --history 1000000 --pending 10000
+
+Both stores are real SQLite files filled through the store's own API. A round delivers a check
+for every pending message to an in-process producer session and counts each one; the same
+round is also timed with no producer online (scan and decide only). Guarantee 6: the two
+stores' rounds must be within 2x of each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from concurrent.futures import Future
+from pathlib import Path
+
+from broker.model import Message, TransactionState
+from broker.store import Flush, Store
+from broker.transaction.check import CheckPolicy, CheckService
+from broker.transaction.registry import CheckRequest, ProducerRegistry
+
+GROUP = "bench"
+T0_MS = 1_800_000_000_000
+
+
+class CollectingSession:
+    """A producer session that keeps what it is sent (the producer answers nothing)."""
+
+    producer_group = GROUP
+    client_id = "bench-session"
+
+    def __init__(self) -> None:
+        self.received = 0
+
+    async def deliver(self, request: CheckRequest) -> None:
+        self.received += 1
+
+
+def fill(store: Store, prefix: str, count: int, resolve: bool, chunk: int = 5000) -> None:
+    for start in range(0, count, chunk):
+        prepared: list[Future] = []
+        for i in range(start, min(start + chunk, count)):
+            message = Message(topic="orders", body=b"history-body-16b", message_id=f"{prefix}{i}")
+            prepared.append(store.prepare(message, GROUP, i % 4, f"{ord(prefix):02x}{i:030x}", T0_MS))
+        txns = [f.result() for f in prepared]
+        if resolve:
+            target = (TransactionState.COMMITTED, TransactionState.ROLLED_BACK)
+            for f in [
+                store.resolve(t.transaction_id, target[n % 2], T0_MS, source="CLIENT") for n, t in enumerate(txns)
+            ]:
+                f.result()
+
+
+def build(path: Path, history: int, pending: int) -> float:
+    began = time.perf_counter()
+    store = Store(path, flush=Flush.ASYNC)
+    store.create_topic("orders", 4).result()
+    fill(store, "h", history, resolve=True)
+    fill(store, "p", pending, resolve=False)
+    store.close()
+    return time.perf_counter() - began
+
+
+def time_round(path: Path, with_producer: bool) -> tuple[float, int]:
+    store = Store(path, flush=Flush.SYNC)
+    registry = ProducerRegistry()
+    session = CollectingSession()
+    if with_producer:
+        registry.register(session)
+    checks = CheckService(store, registry, CheckPolicy())
+    began = time.perf_counter()
+    report = asyncio.run(checks.check_once(T0_MS / 1000 + 3600))
+    elapsed = time.perf_counter() - began
+    store.close()
+    return elapsed, report.checked if with_producer else report.orphaned
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--history", type=int, default=1_000_000)
+    parser.add_argument("--pending", type=int, default=10_000)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="halfmq-check-scan-"))
+    stores = {"no history": work / "fresh", f"{args.history:,} resolved": work / "history"}
+    for name, path in stores.items():
+        seconds = build(path, args.history if "resolved" in name else 0, args.pending)
+        size = (path / "halfmq.db").stat().st_size
+        print(f"built store '{name}' in {seconds:.1f}s ({size / 1e6:.0f} MB)")
+    results = {}
+    for name, path in stores.items():
+        # Scan only first (leaves the store as it was), then the full round that checks everything.
+        scan, orphaned = time_round(path, with_producer=False)
+        full, checked = time_round(path, with_producer=True)
+        results[name] = (scan, full)
+        print(f"{name:>20}: scan-only round {scan * 1000:8.1f} ms ({orphaned} orphaned);"
+              f" full round {full * 1000:8.1f} ms ({checked} checks delivered and counted)")  # fmt: skip
+    (fresh_scan, fresh_full), (hist_scan, hist_full) = results.values()
+    print(
+        f"ratio history/no-history: scan-only {hist_scan / fresh_scan:.2f}x, full round {hist_full / fresh_full:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
