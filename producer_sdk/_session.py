@@ -10,7 +10,7 @@ import grpc
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._client import BrokerClient
-from producer_sdk.errors import HalfmqError
+from producer_sdk.errors import HalfmqError, from_rpc_error
 from producer_sdk.message import LocalTransactionState
 
 log = logging.getLogger(__name__)
@@ -32,12 +32,13 @@ class SessionLoop:
         self._producer_group = producer_group
         self._on_check = on_check
         self.connected = asyncio.Event()
+        self.refused: HalfmqError | None = None
         self.checks_received = 0
         self._checks: set[asyncio.Task[None]] = set()
         self._write_lock = asyncio.Lock()
 
     async def run(self) -> None:
-        """Hold the session open until cancelled."""
+        """Hold the session open until cancelled, or until the broker refuses the hello (see ``refused``)."""
         backoff = 0.05
         while True:
             call = self._client.stub.ProducerSession()
@@ -54,7 +55,12 @@ class SessionLoop:
                         task = asyncio.create_task(self._answer(call, down.check))
                         self._checks.add(task)
                         task.add_done_callback(self._checks.discard)
-            except (grpc.aio.AioRpcError, ConnectionError) as exc:
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is grpc.StatusCode.INVALID_ARGUMENT:
+                    self.refused = from_rpc_error(exc)
+                    return
+                log.info("producer session lost (%s); reconnecting in %.2fs", exc.code().name, backoff)
+            except ConnectionError as exc:
                 log.info("producer session lost (%s); reconnecting in %.2fs", exc, backoff)
             finally:
                 self.connected.clear()

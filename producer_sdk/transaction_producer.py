@@ -54,15 +54,20 @@ class AsyncTransactionProducer:
         return self._session.checks_received if self._session else 0
 
     async def start(self) -> None:
-        """Connect and open the session; raise BrokerUnavailable if that fails within ``timeout``."""
+        """Connect and open the session; raise BrokerUnavailable if that fails within ``timeout``,
+        or InvalidArgument if the broker refuses the producer group."""
         self._client = BrokerClient(self.broker, timeout=self._timeout)
         self._session = SessionLoop(self._client, self.group, self.client_id, self._check)
         self._session_task = asyncio.create_task(self._session.run())
-        try:
-            await asyncio.wait_for(self._session.connected.wait(), self._timeout)
-        except TimeoutError:
+        connected = asyncio.create_task(self._session.connected.wait())
+        await asyncio.wait([connected, self._session_task], timeout=self._timeout, return_when=asyncio.FIRST_COMPLETED)
+        if not connected.done():
+            connected.cancel()
+            refused = self._session.refused
             await self.close()
-            raise BrokerUnavailable(f"no session with the broker at {self.broker} within {self._timeout}s") from None
+            if refused is not None:
+                raise refused
+            raise BrokerUnavailable(f"no session with the broker at {self.broker} within {self._timeout}s")
 
     async def close(self) -> None:
         if self._session_task is not None:

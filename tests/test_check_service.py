@@ -8,6 +8,7 @@ from broker.model import DISCARD_TOPIC, TransactionState
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import LocalTransactionState, Message, TransactionProducer
+from tests.processes import free_port
 from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, topic_rows, wait_until
 
 
@@ -176,3 +177,21 @@ def test_a_restarted_broker_never_checks_a_resolved_message_and_keeps_check_coun
         assert resolved.transaction_id not in listener.checked
     finally:
         second.stop()
+
+
+def test_the_producer_session_reconnects_after_a_broker_restart(tmp_path):
+    clock = FakeClock()
+    settings = broker_settings(tmp_path / "data", grpc_port=free_port())
+    first = BrokerThread(settings, clock)
+    listener = ScriptedListener(check="COMMIT")
+    with TransactionProducer(group="g", broker=first.address, listener=listener):
+        first.stop()
+        second = BrokerThread(settings, clock)
+        try:
+            txid = pending_txid(second)
+            clock.advance(2)
+            wait_until(lambda: second.broker.registry.sessions("g") != [])
+            assert second.check_once().checked == 1
+            wait_until(lambda: state(second, txid).state is TransactionState.COMMITTED)
+        finally:
+            second.stop()

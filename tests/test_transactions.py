@@ -14,6 +14,8 @@ from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import (
     AsyncTransactionProducer,
+    BrokerUnavailable,
+    InvalidArgument,
     LocalTransactionState,
     Message,
     PullConsumer,
@@ -227,3 +229,13 @@ def test_the_first_resolution_wins_in_the_store(broker, stub):
     txid = prepare(stub).transaction_id
     end(stub, txid, pb.ROLLBACK)
     assert broker.broker.store.transaction(txid).state is TransactionState.ROLLED_BACK
+
+
+def test_a_producer_with_an_invalid_group_is_refused_at_start(broker):
+    with pytest.raises(InvalidArgument, match="producer group"):
+        TransactionProducer(group="not a group", broker=broker.address, listener=ScriptedListener()).start()
+
+
+def test_a_producer_without_a_broker_fails_to_start_with_broker_unavailable():
+    with pytest.raises(BrokerUnavailable):
+        TransactionProducer(group="g", broker="127.0.0.1:1", listener=ScriptedListener(), timeout=0.5).start()

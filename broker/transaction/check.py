@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from broker.clock import Clock, system_clock, to_ms
-from broker.errors import HalfmqError, ResolutionConflict
+from broker.errors import ResolutionConflict
 from broker.model import Transaction, TransactionState
 from broker.store import Store
 from broker.transaction.registry import CheckRequest, ProducerRegistry
@@ -102,7 +102,7 @@ class CheckService:
                 report = await self.check_once()
                 if report != RoundReport():
                     log.info("check round: %s", report)
-            except HalfmqError:
+            except Exception:  # keep checking: the next round retries whatever failed
                 log.exception("check round failed")
             await asyncio.sleep(interval)
 
