@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import tempfile
 import time
-from concurrent.futures import Future
 from pathlib import Path
 
 from broker.model import Message, TransactionState
@@ -39,28 +38,37 @@ class CollectingSession:
         self.received += 1
 
 
-def fill(store: Store, prefix: str, count: int, resolve: bool, chunk: int = 5000) -> None:
+async def fill(store: Store, prefix: str, count: int, resolve: bool, chunk: int = 5000) -> None:
     for start in range(0, count, chunk):
-        prepared: list[Future] = []
-        for i in range(start, min(start + chunk, count)):
-            message = Message(topic="orders", body=b"history-body-16b", message_id=f"{prefix}{i}")
-            prepared.append(store.prepare(message, GROUP, i % 4, f"{ord(prefix):02x}{i:030x}", T0_MS))
-        txns = [f.result() for f in prepared]
+        prepares = [
+            store.prepare(
+                Message(topic="orders", body=b"history-body-16b", message_id=f"{prefix}{i}"),
+                GROUP,
+                i % 4,
+                f"{ord(prefix):02x}{i:030x}",
+                T0_MS,
+            )
+            for i in range(start, min(start + chunk, count))
+        ]
+        txns = await asyncio.gather(*prepares)
         if resolve:
             target = (TransactionState.COMMITTED, TransactionState.ROLLED_BACK)
-            for f in [
-                store.resolve(t.transaction_id, target[n % 2], T0_MS, source="CLIENT") for n, t in enumerate(txns)
-            ]:
-                f.result()
+            await asyncio.gather(
+                *(store.resolve(t.transaction_id, target[n % 2], T0_MS, source="CLIENT") for n, t in enumerate(txns))
+            )
+
+
+async def build_store(path: Path, history: int, pending: int) -> None:
+    store = Store(path, flush=Flush.ASYNC)
+    await store.create_topic("orders", 4)
+    await fill(store, "h", history, resolve=True)
+    await fill(store, "p", pending, resolve=False)
+    store.close()
 
 
 def build(path: Path, history: int, pending: int) -> float:
     began = time.perf_counter()
-    store = Store(path, flush=Flush.ASYNC)
-    store.create_topic("orders", 4).result()
-    fill(store, "h", history, resolve=True)
-    fill(store, "p", pending, resolve=False)
-    store.close()
+    asyncio.run(build_store(path, history, pending))
     return time.perf_counter() - began
 
 

@@ -26,6 +26,7 @@ import grpc
 from producer_sdk import AsyncTransactionProducer, LocalTransactionState, Message, TransactionListener
 
 ROOT = Path(__file__).resolve().parent.parent
+BROKER_CMD = os.environ.get("BROKER_CMD", f"{sys.executable} -m broker").split()
 
 
 def free_port() -> int:
@@ -119,7 +120,7 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-"))
     port = free_port()
     broker = start(
-        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port), "--topic", "bench:4",
+        [*BROKER_CMD, "--data-dir", str(data), "--grpc-port", str(port), "--topic", "bench:4",
          "--flush", args.flush, "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3"],
         "halfmq broker ready",
     )  # fmt: skip

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 from broker.clock import Clock, system_clock, to_ms
@@ -40,7 +39,7 @@ class MessagingService:
         check_data_topic(name)
         if not 1 <= queues <= MAX_QUEUES:
             raise InvalidArgument(f"queues must be between 1 and {MAX_QUEUES}, got {queues}")
-        return await asyncio.wrap_future(self._store.create_topic(name, queues))
+        return await self._store.create_topic(name, queues)
 
     def topics(self) -> list[Topic]:
         """The real topics (system topics are hidden)."""
@@ -56,7 +55,7 @@ class MessagingService:
             check_message(message, self._max_body_bytes)
             topic = self._store.topic(message.topic)
             placed.append((message, queue_for(message.message_id, topic.queues)))
-        return await asyncio.wrap_future(self._store.append(placed, to_ms(self._clock())))
+        return await self._store.append(placed, to_ms(self._clock()))
 
     def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> list[StoredMessage]:
         """Return up to ``max_messages`` messages of a queue from ``offset`` on.
@@ -80,7 +79,7 @@ class MessagingService:
         self._check_queue(topic, queue_id)
         if offset < 0:
             raise InvalidArgument(f"offset must be >= 0, got {offset}")
-        await asyncio.wrap_future(self._store.commit_consumer_offset(group, topic, queue_id, offset))
+        await self._store.commit_consumer_offset(group, topic, queue_id, offset)
 
     def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
         check_name("consumer group", group)

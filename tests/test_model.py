@@ -58,7 +58,7 @@ class TransactionsModel(RuleBasedStateMachine):
         self.online = [True, False]
         self.txns: list[Expected] = []
         self.open()
-        self.store.create_topic("orders", 2).result()
+        self.run(self.store.create_topic("orders", 2))
 
     def open(self) -> None:
         self.store = Store(self.dir, flush=Flush.ASYNC)

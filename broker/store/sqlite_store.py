@@ -1,7 +1,7 @@
 """The durable log on SQLite: topic queues, the half and op logs, transaction records, offsets.
 
-Writes go through the GroupCommitWriter and return Futures; reads use one connection per
-thread and see every write whose Future has resolved. Nothing outside this package runs SQL.
+Writes are coroutines that return once the GroupCommitWriter has committed them; reads use one
+connection per thread and see every write that has returned. Nothing outside this package runs SQL.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import json
 import sqlite3
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -206,10 +205,10 @@ class Store:
 
     # --- topics -------------------------------------------------------------------------
 
-    def create_topic(self, name: str, queues: int) -> Future[bool]:
-        """Create a topic; the Future is True if created, False if it already had ``queues``.
+    async def create_topic(self, name: str, queues: int) -> bool:
+        """Create a topic; True if created, False if it already had ``queues``.
 
-        Raises (through the Future) TopicExists if it exists with another queue count.
+        Raises TopicExists if it exists with another queue count.
         """
 
         def work(conn: sqlite3.Connection) -> bool:
@@ -221,13 +220,10 @@ class Store:
             conn.execute("INSERT INTO topics (name, queues) VALUES (?, ?)", (name, queues))
             return True
 
-        def remember(future: Future[bool]) -> None:
-            if future.exception() is None and future.result():  # only once committed
-                self._topics[name] = Topic(name, queues)
-
-        future = self._writer.submit(work)
-        future.add_done_callback(remember)  # before any waiter's callback: a send that follows sees the topic
-        return future
+        created = await self._writer.run(work)
+        if created:  # only once committed
+            self._topics[name] = Topic(name, queues)
+        return created
 
     def topic(self, name: str) -> Topic:
         """Return the topic; raise TopicNotFound if it does not exist."""
@@ -241,7 +237,7 @@ class Store:
 
     # --- normal messages ----------------------------------------------------------------
 
-    def append(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> Future[list[StoredMessage]]:
+    async def append(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> list[StoredMessage]:
         """Append messages to the given queues, all or none; a message id already in its topic
         is not stored again and its original position is returned instead."""
 
@@ -252,7 +248,7 @@ class Store:
                 for message, queue_id in placed
             ]
 
-        return self._writer.submit(work)
+        return await self._writer.run(work)
 
     def read(self, topic: str, queue_id: int, offset: int, limit: int) -> list[StoredMessage]:
         """Return up to ``limit`` messages of the queue from ``offset`` on, in offset order."""
@@ -282,9 +278,9 @@ class Store:
 
     # --- transactions -------------------------------------------------------------------
 
-    def prepare(
+    async def prepare(
         self, message: Message, producer_group: str, queue_id: int, transaction_id: str, now_ms: int
-    ) -> Future[Transaction]:
+    ) -> Transaction:
         """Append a half message and its PENDING transaction record.
 
         A message id that already has a half message returns that transaction unchanged.
@@ -331,9 +327,9 @@ class Store:
             )  # fmt: skip
             return txn
 
-        return self._writer.submit(work)
+        return await self._writer.run(work)
 
-    def resolve(
+    async def resolve(
         self,
         transaction_id: str,
         target: TransactionState,
@@ -341,12 +337,12 @@ class Store:
         *,
         source: str,
         producer_group: str | None = None,
-    ) -> Future[EndResult]:
+    ) -> EndResult:
         """Move a PENDING transaction to ``target`` in one SQLite transaction.
 
         COMMITTED appends the final message to its real topic queue, DISCARDED copies it to
         the discard topic; every resolution appends an op record (tag ``d``, body = the half
-        offset). Repeating the recorded state changes nothing. Raises (through the Future)
+        offset). Repeating the recorded state changes nothing. Raises
         TransactionNotFound, ProducerGroupMismatch (when ``producer_group`` is given and differs)
         or ResolutionConflict.
         """
@@ -384,10 +380,10 @@ class Store:
             )
             return EndResult(state=target, already_resolved=False)
 
-        return self._writer.submit(work)
+        return await self._writer.run(work)
 
-    def record_check(self, transaction_id: str, now_ms: int) -> Future[int]:
-        """Count a check delivered to a producer; the Future holds the new check count.
+    async def record_check(self, transaction_id: str, now_ms: int) -> int:
+        """Count a check delivered to a producer; returns the new check count.
 
         A transaction resolved meanwhile is left as it is (its count is returned unchanged).
         """
@@ -400,7 +396,7 @@ class Store:
             )
             return self._transaction(conn, transaction_id).check_times
 
-        return self._writer.submit(work)
+        return await self._writer.run(work)
 
     def transaction(self, transaction_id: str) -> Transaction:
         """Return the transaction record; raise TransactionNotFound if there is none."""
@@ -451,7 +447,7 @@ class Store:
 
     # --- consumer offsets ---------------------------------------------------------------
 
-    def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> Future[None]:
+    async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         def work(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO consumer_offsets (consumer_group, topic, queue_id, queue_offset) VALUES (?, ?, ?, ?)"
@@ -459,7 +455,7 @@ class Store:
                 (group, topic, queue_id, offset),
             )
 
-        return self._writer.submit(work)
+        return await self._writer.run(work)
 
     def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
         rows = (

@@ -1,19 +1,21 @@
 """The single writer: one thread owns the write connection and commits jobs in groups.
 
-Callers submit a job (a function of the connection) and get a Future that resolves only after
-the SQLite transaction holding the job has committed, so an acknowledged write is durable to
-the chosen flush level. Each job runs in its own SAVEPOINT: a job that raises is undone alone
-and its error goes to its own Future; the rest of the group still commits.
+Callers hand over a job (a function of the connection) and get its result only after the
+SQLite transaction holding the job has committed, so an acknowledged write is durable to the
+chosen flush level. A job that raises is undone alone and its error goes to its own caller;
+the rest of the group still commits. Results reach an event loop with one wake-up per group,
+not one per job.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -22,11 +24,15 @@ from broker.errors import BrokerClosed
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
+Work = Callable[[sqlite3.Connection], Any]
+Outcome = tuple[bool, Any]
+
 
 @dataclass
 class _Job:
-    work: Callable[[sqlite3.Connection], Any]
-    future: Future[Any]
+    work: Work
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
 
 
 class GroupCommitWriter:
@@ -42,14 +48,15 @@ class GroupCommitWriter:
         self._thread = threading.Thread(target=self._run, name="halfmq-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, work: Callable[[sqlite3.Connection], T]) -> Future[T]:
-        """Queue ``work``; the Future holds its result once committed, or its exception."""
-        future: Future[T] = Future()
+    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Queue ``work`` and wait until it is committed; return its result or raise its exception."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
         with self._lock:
             if self._closed:
                 raise BrokerClosed("the store is closed")
-            self._jobs.put(_Job(work, future))
-        return future
+            self._jobs.put(_Job(work, future, loop))
+        return await future
 
     def close(self) -> None:
         """Commit every job already submitted, then stop the thread."""
@@ -76,14 +83,35 @@ class GroupCommitWriter:
                     stopping = True
                     break
                 batch.append(job)
-            self._commit(batch)
+            self._settle(batch, self._commit(batch))
 
-    def _commit(self, batch: list[_Job]) -> None:
-        outcomes: list[tuple[bool, Any]] = []
+    def _commit(self, batch: list[_Job]) -> list[Outcome]:
+        """Commit the batch in one transaction. Jobs rarely fail, so the first attempt runs them
+        without savepoints; if one raises, the batch is redone with one savepoint per job."""
+        for isolate in (False, True):
+            try:
+                outcomes = self._attempt(batch, isolate)
+            except _JobFailed:
+                continue
+            except sqlite3.Error as exc:
+                log.exception("group commit of %d jobs failed", len(batch))
+                return [(False, exc)] * len(batch)
+            self.batches += 1
+            return outcomes
+        raise AssertionError("unreachable: an isolated attempt never raises _JobFailed")
+
+    def _attempt(self, batch: list[_Job], isolate: bool) -> list[Outcome]:
         conn = self._connection
+        outcomes: list[Outcome] = []
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("BEGIN IMMEDIATE")
             for job in batch:
+                if not isolate:
+                    try:
+                        outcomes.append((True, job.work(conn)))
+                    except Exception as exc:
+                        raise _JobFailed from exc
+                    continue
                 conn.execute("SAVEPOINT job")
                 try:
                     outcomes.append((True, job.work(conn)))
@@ -92,14 +120,31 @@ class GroupCommitWriter:
                     outcomes.append((False, exc))
                 conn.execute("RELEASE job")
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            log.exception("group commit of %d jobs failed", len(batch))
+        except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            outcomes = [(False, exc)] * len(batch)
-        self.batches += 1
-        for job, (ok, value) in zip(batch, outcomes, strict=True):
-            if ok:
-                job.future.set_result(value)
-            else:
-                job.future.set_exception(value)
+            raise
+        return outcomes
+
+    @staticmethod
+    def _settle(batch: list[_Job], outcomes: list[Outcome]) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Outcome]]] = {}
+        for job, outcome in zip(batch, outcomes, strict=True):
+            by_loop.setdefault(job.loop, []).append((job.future, outcome))
+        for loop, settled in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+                loop.call_soon_threadsafe(_settle_on_loop, settled)
+
+
+class _JobFailed(Exception):
+    """A job raised during an attempt without savepoints."""
+
+
+def _settle_on_loop(settled: list[tuple[asyncio.Future[Any], Outcome]]) -> None:
+    for future, (ok, value) in settled:
+        if future.cancelled():
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)

@@ -108,9 +108,7 @@ class CheckService:
 
     async def _discard(self, txn: Transaction, now_ms: int) -> None:
         try:
-            await asyncio.wrap_future(
-                self._store.resolve(txn.transaction_id, TransactionState.DISCARDED, now_ms, source="CHECK")
-            )
+            await self._store.resolve(txn.transaction_id, TransactionState.DISCARDED, now_ms, source="CHECK")
             log.warning("discarded transaction %s after %d checks", txn.transaction_id, txn.check_times)
         except ResolutionConflict:
             pass  # resolved by its producer since the round read it: the first resolution wins
@@ -132,5 +130,5 @@ class CheckService:
             except Exception as exc:  # any transport failure means "not delivered"
                 log.info("check of %s not delivered to %s: %s", txn.transaction_id, session.client_id, exc)
                 return False
-            await asyncio.wrap_future(self._store.record_check(txn.transaction_id, now_ms))
+            await self._store.record_check(txn.transaction_id, now_ms)
             return True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 import zlib
 
@@ -43,10 +42,9 @@ class TransactionService:
         check_message(message, self._max_body_bytes)
         check_name("producer group", producer_group)
         topic = self._store.topic(message.topic)
-        future = self._store.prepare(
+        return await self._store.prepare(
             message, producer_group, queue_for(message.message_id, topic.queues), uuid.uuid4().hex, self._now_ms()
         )
-        return await asyncio.wrap_future(future)
 
     async def end(self, transaction_id: str, producer_group: str, resolution: Resolution, source: Source) -> EndResult:
         """Record the producer's resolution and return the recorded outcome.
@@ -62,14 +60,13 @@ class TransactionService:
             txn = self._store.transaction(transaction_id)
             txn.check_owner(producer_group)
             return EndResult(state=txn.state, already_resolved=False)
-        future = self._store.resolve(
+        return await self._store.resolve(
             transaction_id,
             RESOLVED_STATE[resolution],
             self._now_ms(),
             source=source.value,
             producer_group=producer_group,
         )
-        return await asyncio.wrap_future(future)
 
     def _now_ms(self) -> int:
         return to_ms(self._clock())
