@@ -50,6 +50,8 @@ _MESSAGE_COLUMNS = (
     "topic, queue_id, queue_offset, message_id, transaction_id, keys, tags, properties, body,"
     " born_timestamp, store_timestamp"
 )
+# The next offset of a queue (topic, queue_id parameters); offsets are dense from 0.
+_NEXT_OFFSET = "(SELECT COALESCE(MAX(queue_offset) + 1, 0) FROM messages WHERE topic = ? AND queue_id = ?)"
 _TRANSACTION_COLUMNS = (
     "transaction_id, producer_group, half_offset, topic, queue_id, message_id, state, check_times,"
     " half_stored_at, last_check_at"
@@ -109,30 +111,15 @@ def _append(
     transaction_id: str = "",
     extra_properties: dict[str, str] | None = None,
 ) -> StoredMessage:
-    (next_offset,) = conn.execute(
-        "SELECT COALESCE(MAX(queue_offset) + 1, 0) FROM messages WHERE topic = ? AND queue_id = ?",
-        (topic, queue_id),
-    ).fetchone()
     properties = {**message.properties, **(extra_properties or {})}
-    stored = StoredMessage(
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=next_offset,
-        message_id=message.message_id,
-        transaction_id=transaction_id,
-        keys=message.keys,
-        tags=message.tags,
-        properties=properties,
-        body=message.body,
-        born_timestamp=message.born_timestamp,
-        store_timestamp=now_ms,
-    )
-    conn.execute(
-        f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    (queue_offset,) = conn.execute(
+        f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (?, ?, {_NEXT_OFFSET}, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING queue_offset",
         (
             topic,
             queue_id,
-            next_offset,
+            topic,
+            queue_id,
             message.message_id,
             transaction_id,
             json.dumps(list(message.keys)),
@@ -142,8 +129,20 @@ def _append(
             message.born_timestamp,
             now_ms,
         ),
+    ).fetchone()
+    return StoredMessage(
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        message_id=message.message_id,
+        transaction_id=transaction_id,
+        keys=message.keys,
+        tags=message.tags,
+        properties=properties,
+        body=message.body,
+        born_timestamp=message.born_timestamp,
+        store_timestamp=now_ms,
     )
-    return stored
 
 
 def _find(conn: sqlite3.Connection, topic: str, message_id: str) -> StoredMessage | None:
@@ -353,22 +352,16 @@ class Store:
                 txn.check_owner(producer_group)
             if not txn.state.transition(target):
                 return EndResult(state=txn.state, already_resolved=True)
-            half = conn.execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
-                (HALF_TOPIC, txn.half_offset),
-            ).fetchone()
-            original = _restore(_row_to_message(half))
             if target is TransactionState.COMMITTED:
-                _append(conn, txn.topic, txn.queue_id, original, now_ms, transaction_id=transaction_id)
+                _copy_half(conn, txn, txn.topic, txn.queue_id, now_ms, {})
             elif target is TransactionState.DISCARDED:
-                _append(
+                _copy_half(
                     conn,
+                    txn,
                     DISCARD_TOPIC,
                     0,
-                    original,
                     now_ms,
-                    transaction_id=transaction_id,
-                    extra_properties={"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)},
+                    {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)},
                 )
             op = Message(
                 topic=OP_TOPIC, body=str(txn.half_offset).encode(), message_id=f"op-{txn.half_offset}", tags=OP_TAG
@@ -470,16 +463,23 @@ class Store:
 
 
 _SYSTEM_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY")
+# The producer's properties back from the half copy: system properties removed, then ``extra`` set.
+_RESTORED_PROPERTIES = (
+    "json_patch(json_remove(properties, " + ", ".join(f"'$.{p}'" for p in _SYSTEM_PROPERTIES) + "), ?)"
+)
 
 
-def _restore(half: StoredMessage) -> Message:
-    """The producer's message back from its half copy, system properties removed."""
-    return Message(
-        topic=half.properties["REAL_TOPIC"],
-        body=half.body,
-        message_id=half.message_id,
-        keys=half.keys,
-        tags=half.tags,
-        properties={k: v for k, v in half.properties.items() if k not in _SYSTEM_PROPERTIES},
-        born_timestamp=half.born_timestamp,
+def _copy_half(
+    conn: sqlite3.Connection, txn: Transaction, topic: str, queue_id: int, now_ms: int, extra: dict[str, str]
+) -> None:
+    """Append the producer's message, copied from its half message, to ``topic``/``queue_id``.
+
+    The copy happens inside SQLite: the body never passes through Python.
+    """
+    conn.execute(
+        f"INSERT INTO messages ({_MESSAGE_COLUMNS})"
+        f" SELECT ?, ?, {_NEXT_OFFSET},"
+        f" message_id, transaction_id, keys, tags, {_RESTORED_PROPERTIES}, body, born_timestamp, ?"
+        " FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
+        (topic, queue_id, topic, queue_id, json.dumps(extra), now_ms, HALF_TOPIC, txn.half_offset),
     )
