@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import os
 import random
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import grpc
 
+from bench import _rabbitmq
 from producer_sdk import AsyncTransactionProducer, LocalTransactionState, Message, TransactionListener
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,8 +32,6 @@ BROKER_CMD = os.environ.get("BROKER_CMD", f"{sys.executable} -m broker").split()
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -114,6 +114,7 @@ def main() -> None:
     parser.add_argument(
         "--unknown-ratio", type=float, default=0.01, help="share of local transactions answering UNKNOWN"
     )
+    parser.add_argument("--no-rabbitmq", action="store_true", help="skip the RabbitMQ peer")
     args = parser.parse_args()
     body = os.urandom(args.body)
 
@@ -139,6 +140,11 @@ def main() -> None:
         echo_server.terminate()
         echo_server.wait()
 
+    skip_peer = "--no-rabbitmq given" if args.no_rabbitmq else _rabbitmq.unavailable_reason()
+    rabbit_tps = None
+    if skip_peer is None:
+        rabbit_tps = asyncio.run(_rabbitmq.measure(free_port(), free_port(), args.producers, args.seconds, body))
+
     checks = sum(listener.checks.values())
     unexpected = sum(n for t, n in listener.checks.items() if t in listener.resolved_by_client)
     duplicated = sum(n - 1 for n in listener.checks.values() if n > 1)
@@ -152,6 +158,11 @@ def main() -> None:
     print(f"checks: {checks}  unexpected checks: {unexpected}  duplicated checks: {duplicated}")
     print(f"bare gRPC echo: {echo_rps:.0f} RPC/s  -> two-RPC limit {echo_rps / 2:.0f} txn/s")
     print(f"ratio TPS / two-RPC echo limit: {txn['tps'] / (echo_rps / 2):.2f}")
+    if rabbit_tps is None:
+        print(f"RabbitMQ AMQP transactions: not run ({skip_peer})")
+    else:
+        print(f"RabbitMQ AMQP transactions (tx.select, publish, tx.commit; durable queue): {rabbit_tps:.0f} txn/s")
+        print(f"ratio halfmq / RabbitMQ: {txn['tps'] / rabbit_tps:.2f}")
 
 
 if __name__ == "__main__":
