@@ -10,6 +10,7 @@ from broker.model import (
     MAX_QUEUES,
     SYSTEM_TOPICS,
     Message,
+    PullBatch,
     StoredMessage,
     Topic,
     check_data_topic,
@@ -57,7 +58,7 @@ class MessagingService:
             placed.append((message, queue_for(message.message_id, topic.queues)))
         return await self._store.append(placed, to_ms(self._clock()))
 
-    def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> list[StoredMessage]:
+    def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch:
         """Return up to ``max_messages`` messages of a queue from ``offset`` on.
 
         Raises InvalidArgument, HiddenTopic or TopicNotFound.
@@ -67,12 +68,15 @@ class MessagingService:
             raise InvalidArgument(f"offset must be >= 0, got {offset}")
         if not 1 <= max_messages <= MAX_PULL:
             raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
-        return self._store.read(topic, queue_id, offset, max_messages)
+        messages = self._store.read(topic, queue_id, offset, max_messages)
+        low, high = self._store.queue_range(topic, queue_id)
+        next_offset = messages[-1].queue_offset + 1 if messages else max(offset, low)
+        return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
 
     def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """``{queue_id: (min_offset, max_offset)}``, max being one past the newest message."""
         check_data_topic(topic)
-        return self._store.queue_offsets(topic)
+        return {q: self._store.queue_range(topic, q) for q in range(self._store.topic(topic).queues)}
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)

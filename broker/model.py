@@ -55,6 +55,16 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class PullBatch:
+    """Messages of one queue; the next pull starts at ``next_offset``. ``max_offset`` is one past the newest."""
+
+    messages: list[StoredMessage]
+    next_offset: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True)
 class Topic:
     name: str
     queues: int

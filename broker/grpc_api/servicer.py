@@ -84,11 +84,12 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @translate_errors
     async def Pull(self, request: pb.PullRequest, context: Any) -> pb.PullResponse:
-        messages = self._messaging.pull(request.topic, request.queue_id, request.offset, request.max_messages)
-        low, high = self._messaging.queue_offsets(request.topic)[request.queue_id]
-        next_offset = messages[-1].queue_offset + 1 if messages else max(request.offset, low)
+        batch = self._messaging.pull(request.topic, request.queue_id, request.offset, request.max_messages)
         return pb.PullResponse(
-            messages=[stored_to_pb(m) for m in messages], next_offset=next_offset, min_offset=low, max_offset=high
+            messages=[stored_to_pb(m) for m in batch.messages],
+            next_offset=batch.next_offset,
+            min_offset=batch.min_offset,
+            max_offset=batch.max_offset,
         )
 
     @translate_errors

@@ -262,18 +262,17 @@ class Store:
         )
         return [_row_to_message(r) for r in rows]
 
-    def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
-        """Return ``{queue_id: (min_offset, max_offset)}``; max is one past the newest message."""
-        conn = self._reader()
-        queues = self.topic(topic).queues
-        result = {}
-        for queue_id in range(queues):
-            low, high = conn.execute(
+    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """``(min_offset, max_offset)`` of a queue; max is one past the newest message, (0, 0) when empty."""
+        low, high = (
+            self._reader()
+            .execute(
                 "SELECT MIN(queue_offset), MAX(queue_offset) FROM messages WHERE topic = ? AND queue_id = ?",
                 (topic, queue_id),
-            ).fetchone()
-            result[queue_id] = (0, 0) if high is None else (low, high + 1)
-        return result
+            )
+            .fetchone()
+        )
+        return (0, 0) if high is None else (low, high + 1)
 
     # --- transactions -------------------------------------------------------------------
 

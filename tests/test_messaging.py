@@ -1,0 +1,77 @@
+"""Normal messages, pulls and consumer offsets through the SDK over real gRPC."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
+from producer_sdk import Message, Producer, PullConsumer, TopicExists
+from tests.support import topic_rows
+
+
+def test_a_normal_message_is_readable_at_the_position_its_receipt_names(broker):
+    with Producer(broker=broker.address) as producer, PullConsumer(group="c", broker=broker.address) as consumer:
+        receipt = producer.send(Message(topic="orders", body=b"plain", keys=["k"]))
+        result = consumer.pull("orders", queue_id=receipt.queue_id, offset=receipt.queue_offset)
+    assert [m.body for m in result.messages] == [b"plain"]
+    assert (result.next_offset, result.min_offset, result.max_offset) == (receipt.queue_offset + 1, 0, 1)
+    assert result.messages[0].store_timestamp > 0 and result.messages[0].transaction_id == ""
+
+
+def test_a_retried_normal_send_is_stored_once(broker):
+    with Producer(broker=broker.address) as producer:
+        message = Message(topic="orders", body=b"once")
+        assert producer.send(message) == producer.send(message)
+    assert len(topic_rows(broker.broker.settings.data_dir, "orders")) == 1
+
+
+def test_a_batch_is_stored_whole(broker):
+    with Producer(broker=broker.address) as producer:
+        receipts = producer.send_batch([Message(topic="orders", body=str(i).encode()) for i in range(5)])
+    stored = [row[0] for row in topic_rows(broker.broker.settings.data_dir, "orders")]
+    assert sorted(r.message_id for r in receipts) == sorted(stored)
+
+
+def test_a_message_id_repeated_in_a_batch_is_stored_once(broker):
+    with Producer(broker=broker.address) as producer:
+        batch = [Message(topic="orders", body=str(i).encode(), message_id="same") for i in range(3)]
+        receipts = producer.send_batch(batch)
+    assert len({(r.queue_id, r.queue_offset) for r in receipts}) == 1
+
+
+def test_pulls_page_through_a_queue_with_next_offset(broker):
+    with Producer(broker=broker.address) as producer, PullConsumer(group="c", broker=broker.address) as consumer:
+        queue = producer.send(Message(topic="orders", body=b"first", message_id="a")).queue_id
+        for i in range(9):
+            producer.send(Message(topic="orders", body=f"m{i}".encode(), message_id=f"a{i}"))
+        total = consumer.queue_offsets("orders")[queue][1]
+        seen, offset = [], 0
+        while offset < total:
+            page = consumer.pull("orders", queue_id=queue, offset=offset, max_messages=2)
+            assert len(page.messages) <= 2
+            seen += [m.queue_offset for m in page.messages]
+            offset = page.next_offset
+        empty = consumer.pull("orders", queue_id=queue, offset=offset)
+    assert seen == list(range(total))
+    assert (empty.messages, empty.next_offset) == ([], total)
+
+
+def test_consumer_offsets_are_committed_per_group(broker):
+    with PullConsumer(group="c1", broker=broker.address) as one, PullConsumer(group="c2", broker=broker.address) as two:
+        one.commit_offset("orders", queue_id=1, offset=7)
+        one.commit_offset("orders", queue_id=1, offset=9)
+        assert one.committed_offsets("orders") == {1: 9}
+        assert two.committed_offsets("orders") == {}
+
+
+def test_topics_are_created_idempotently_and_system_topics_stay_hidden(broker):
+    with Producer(broker=broker.address) as producer:
+        assert producer.create_topic("payments", 2) is True
+        assert producer.create_topic("payments", 2) is False
+        with pytest.raises(TopicExists):
+            producer.create_topic("payments", 3)
+    with grpc.insecure_channel(broker.address) as channel:
+        topics = pb_grpc.BrokerStub(channel).ListTopics(pb.ListTopicsRequest()).topics
+    assert [(t.name, t.queues) for t in topics] == [("orders", 4), ("payments", 2)]
