@@ -1,0 +1,56 @@
+"""A small blocking client for the Spark source: queue ranges on the driver, pulls on executors.
+
+Plain gRPC, no background threads: each Spark task opens its own channel and closes it. Broker
+errors arrive as the SDK's typed errors.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Self
+
+import grpc
+
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
+from producer_sdk.errors import from_rpc_error
+from spark_consumer.offsets import Ranges
+
+_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
+
+
+class BrokerReader:
+    def __init__(self, broker: str, *, timeout: float = 30.0) -> None:
+        self._channel = grpc.insecure_channel(broker, options=_OPTIONS)
+        self._stub = pb_grpc.BrokerStub(self._channel)
+        self._timeout = timeout
+
+    def ranges(self, topics: tuple[str, ...]) -> Ranges:
+        """``{topic: {queue: (min, max)}}``; raises TopicNotFound, HiddenTopic, BrokerUnavailable."""
+        result = {}
+        for topic in topics:
+            reply = self._call(self._stub.GetQueueOffsets, pb.GetQueueOffsetsRequest(topic=topic))
+            result[topic] = {q.queue_id: (q.min_offset, q.max_offset) for q in reply.queues}
+        return result
+
+    def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> pb.PullResponse:
+        request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
+        reply: pb.PullResponse = self._call(self._stub.Pull, request)
+        return reply
+
+    def _call(self, rpc: grpc.UnaryUnaryMultiCallable, request: object) -> Any:
+        try:
+            return rpc(request, timeout=self._timeout, wait_for_ready=True)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from exc
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

@@ -1,0 +1,166 @@
+"""The ``halfmq`` PySpark data source: batch and streaming reads of committed topics.
+
+Planning (offsets, partitions) runs on the driver side; ``read`` runs in Spark's Python workers
+on the executors and opens its own gRPC channel, so only the picklable ``QueueSlice`` travels.
+Half, rolled-back and discarded messages are never in a real topic, so never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from spark_consumer import offsets as off
+from spark_consumer.client import BrokerReader
+from spark_consumer.options import SourceOptions
+from spark_consumer.rows import SCHEMA, to_record_batch
+
+
+@dataclass(frozen=True)
+class QueueSlice(InputPartition):
+    """Messages ``[start, end)`` of one queue: one Spark input partition."""
+
+    broker: str
+    topic: str
+    queue_id: int
+    start: int
+    end: int
+    fetch_size: int
+    fail_on_data_loss: bool
+
+
+def slices(options: SourceOptions, start: off.Offsets, end: off.Offsets) -> list[QueueSlice]:
+    return [
+        QueueSlice(
+            options.broker,
+            topic,
+            queue,
+            start[topic].get(queue, 0),
+            stop,
+            options.fetch_size,
+            options.fail_on_data_loss,
+        )
+        for topic, queues in sorted(end.items())
+        for queue, stop in sorted(queues.items())
+        if stop > start[topic].get(queue, 0)
+    ]
+
+
+def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
+    """Pull ``[start, end)`` of the queue and yield it as Arrow batches; the same slice always
+    yields the same messages, so a replayed micro-batch reads exactly what it read before."""
+    offset = part.start
+    with BrokerReader(part.broker) as broker:
+        while offset < part.end:
+            reply = broker.pull(part.topic, part.queue_id, offset, min(part.fetch_size, part.end - offset))
+            messages = [m for m in reply.messages if m.queue_offset < part.end]
+            if not messages or messages[0].queue_offset != offset:
+                if part.fail_on_data_loss:
+                    raise off.DataLoss(
+                        f"{part.topic}/{part.queue_id}: offset {offset} is missing at the broker (it holds "
+                        f"[{reply.min_offset}, {reply.max_offset})); set failOnDataLoss=false to skip it"
+                    )
+                if not messages:
+                    return
+            yield to_record_batch(messages)
+            offset = messages[-1].queue_offset + 1
+
+
+class HalfmqBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        with BrokerReader(options.broker) as broker:
+            ranges = broker.ranges(options.topics)
+        self._start = off.check_available(
+            off.resolve("startingOffsets", options.starting, ranges), ranges, options.fail_on_data_loss
+        )
+        self._end = off.check_available(off.resolve("endingOffsets", options.ending, ranges), ranges, True)
+
+    def partitions(self) -> list[QueueSlice]:
+        return slices(self._options, self._start, self._end)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, QueueSlice)
+        return read_slice(partition)
+
+
+class HalfmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Holds only options (it is pickled with the read function); each call asks the broker afresh."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._options = options
+        self._target: off.Offsets | None = None
+
+    def _ranges(self) -> off.Ranges:
+        with BrokerReader(self._options.broker) as broker:
+            return broker.ranges(self._options.topics)
+
+    def _latest(self) -> off.Offsets:
+        return off.resolve("latest", off.LATEST, self._ranges())
+
+    def initialOffset(self) -> dict[str, Any]:
+        ranges = self._ranges()
+        start = off.resolve("startingOffsets", self._options.starting, ranges)
+        return off.to_json(off.check_available(start, ranges, self._options.fail_on_data_loss))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self._options.max_offsets_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._latest()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        ranges = self._ranges()
+        begin = off.check_available(off.from_json(start), ranges, self._options.fail_on_data_loss)
+        latest = off.resolve("latest", off.LATEST, ranges)
+        if self._target is not None:
+            latest = off.cap(latest, self._target)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return off.to_json(off.admit(begin, latest, max_rows))
+
+    def reportLatestOffset(self) -> dict[str, Any]:
+        return off.to_json(self._latest())
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[QueueSlice]:
+        return slices(self._options, off.from_json(start), off.from_json(end))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, QueueSlice)
+        return read_slice(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to release: the broker keeps every committed message."""
+
+    def stop(self) -> None:
+        """Nothing to close: no connection outlives a call."""
+
+
+class HalfmqDataSource(DataSource):
+    """``spark.read[Stream].format("halfmq")``: committed messages of halfmq topics."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "halfmq"
+
+    def schema(self) -> str:
+        """Also checks the options, so a bad one fails ``load()`` before the query starts."""
+        SourceOptions.parse(self.options, streaming=None)
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> HalfmqBatchReader:
+        return HalfmqBatchReader(SourceOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> HalfmqStreamReader:
+        return HalfmqStreamReader(SourceOptions.parse(self.options, streaming=True))
