@@ -1,0 +1,177 @@
+"""The halfmq Spark source with a real local Spark session against a real broker (issue 3)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+
+import pytest
+
+from broker.model import HALF_TOPIC
+from producer_sdk import LocalTransactionState, Message, Producer, TransactionProducer
+from tests.spark_support import batch_reader, run_available_now, stream_reader
+from tests.support import ScriptedListener, wait_until
+
+pytestmark = pytest.mark.spark
+
+
+def send_normal(address: str, count: int, prefix: str = "m") -> list[str]:
+    with Producer(broker=address) as producer:
+        producer.send_batch([Message(topic="orders", body=f"{prefix}{i}".encode()) for i in range(count)])
+    return [f"{prefix}{i}" for i in range(count)]
+
+
+def bodies(rows) -> list[str]:
+    return sorted(row.body.decode() for row in rows)
+
+
+def test_only_committed_transactions_are_ingested(spark, broker, clock):
+    listener = ScriptedListener("UNKNOWN")
+    outcomes = {
+        **{f"commit-{i}": "COMMIT" for i in range(5)},
+        **{f"rollback-{i}": "ROLLBACK" for i in range(3)},
+        **{f"check-commit-{i}": "UNKNOWN" for i in range(2)},
+        **{f"check-rollback-{i}": "UNKNOWN" for i in range(2)},
+    }
+    with TransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
+        for key, outcome in outcomes.items():
+            listener.outcomes[key] = LocalTransactionState[outcome]
+            producer.send_message_in_transaction(Message(topic="orders", body=key.encode(), keys=[key]))
+        for key in outcomes:
+            if key.startswith("check-"):
+                listener.outcomes[key] = LocalTransactionState["COMMIT" if "commit" in key else "ROLLBACK"]
+        clock.advance(2)
+        assert broker.check_once().checked == 4
+        wait_until(lambda: broker.broker.store.pending_count() == 0)
+    with TransactionProducer(group="orphans", broker=broker.address, listener=ScriptedListener("UNKNOWN")) as p:
+        for i in range(2):
+            p.send_message_in_transaction(Message(topic="orders", body=f"discarded-{i}".encode(), keys=["d"]))
+    clock.advance(broker.broker.settings.max_half_age + 1)
+    assert broker.check_once().discarded == 2
+
+    expected = sorted([f"commit-{i}" for i in range(5)] + ["check-commit-0", "check-commit-1"])
+    assert bodies(batch_reader(spark, broker.address).collect()) == expected
+    streamed = run_available_now(stream_reader(spark, broker.address, startingOffsets="earliest"))
+    assert bodies(row for _, rows in streamed for row in rows) == expected
+    row = batch_reader(spark, broker.address).collect()[0]
+    assert row.transaction_id and row.keys and row.store_timestamp is not None
+
+
+def test_rows_have_the_documented_schema(spark, broker):
+    send_normal(broker.address, 1)
+    frame = batch_reader(spark, broker.address)
+    assert [(f.name, f.dataType.simpleString()) for f in frame.schema.fields] == [
+        ("topic", "string"),
+        ("queue_id", "int"),
+        ("queue_offset", "bigint"),
+        ("message_id", "string"),
+        ("transaction_id", "string"),
+        ("keys", "array<string>"),
+        ("tags", "string"),
+        ("properties", "map<string,string>"),
+        ("body", "binary"),
+        ("born_timestamp", "timestamp"),
+        ("store_timestamp", "timestamp"),
+    ]
+
+
+def test_max_offsets_per_trigger_bounds_every_micro_batch(spark, broker):
+    expected = send_normal(broker.address, 40)
+    batches = run_available_now(
+        stream_reader(spark, broker.address, startingOffsets="earliest", maxOffsetsPerTrigger="7")
+    )
+    sizes = [len(rows) for _, rows in batches]
+    assert max(sizes) <= 7
+    assert sum(sizes) == 40 and len(sizes) == 6
+    assert bodies(row for _, rows in batches for row in rows) == sorted(expected)
+
+
+def positions(rows) -> set[tuple[int, int]]:
+    return {(row.queue_id, row.queue_offset) for row in rows}
+
+
+def test_json_starting_and_ending_offsets_read_exactly_the_requested_ranges(spark, broker):
+    send_normal(broker.address, 40)
+    everything = batch_reader(spark, broker.address).collect()
+    highs = {q: 1 + max(r.queue_offset for r in everything if r.queue_id == q) for q in range(4)}
+    start = {"orders": {"0": 1, "1": 0, "2": -2, "3": -1}}
+    end = {"orders": {"0": 3, "1": highs[1], "2": 2, "3": -1}}
+    rows = batch_reader(
+        spark, broker.address, startingOffsets=json.dumps(start), endingOffsets=json.dumps(end)
+    ).collect()
+    expected = {(0, 1), (0, 2), (2, 0), (2, 1)} | {(1, o) for o in range(highs[1])}
+    assert positions(rows) == expected
+    streamed = run_available_now(stream_reader(spark, broker.address, startingOffsets=json.dumps(start)))
+    assert positions(r for _, rows in streamed for r in rows) == {
+        (q, o) for q in range(4) for o in range({"0": 1, "1": 0, "2": 0, "3": highs[3]}[str(q)], highs[q])
+    }
+
+
+def test_starting_offsets_latest_reads_only_what_is_committed_after_the_query_starts(spark, broker):
+    send_normal(broker.address, 10, prefix="before")
+    batches: list = []
+    query = (
+        stream_reader(spark, broker.address, startingOffsets="latest")
+        .writeStream.foreachBatch(lambda df, batch_id: batches.append((batch_id, df.collect())))
+        .trigger(processingTime="200 milliseconds")
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="halfmq-ckpt-"))
+        .start()
+    )
+    try:
+        wait_until(lambda: query.lastProgress is not None, 60)
+        first = send_normal(broker.address, 5, prefix="during-a")
+        wait_until(lambda: len([r for _, rows in batches for r in rows]) >= 5, 60)
+        time.sleep(0.5)
+        second = send_normal(broker.address, 5, prefix="during-b")
+        wait_until(lambda: len([r for _, rows in batches for r in rows]) >= 10, 60)
+        progress = query.lastProgress
+    finally:
+        query.stop()
+    assert bodies(r for _, rows in batches for r in rows) == sorted(first + second)
+    assert len([b for b, rows in batches if rows]) >= 2, "later commits arrive in later batches"
+    assert progress["sources"][0]["latestOffset"] is not None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"startingOffsets": "yesterday"}, "startingOffsets must be"),
+        ({"maxOffsetsPerTrigger": "-3"}, "maxOffsetsPerTrigger"),
+        ({"fetchSize": "many"}, "fetchSize"),
+        ({"startingOfsets": "earliest"}, "unknown option"),
+    ],
+)
+def test_bad_options_fail_when_the_query_is_defined(spark, broker, options, message):
+    with pytest.raises(Exception, match=message):
+        stream_reader(spark, broker.address, **options)
+
+
+@pytest.mark.parametrize(("topic", "message"), [(HALF_TOPIC, "hidden system topic"), ("nope", "does not exist")])
+def test_hidden_and_unknown_topics_fail_before_any_data_is_read(spark, broker, topic, message):
+    send_normal(broker.address, 3)
+    with pytest.raises(Exception, match=message):
+        spark.read.format("halfmq").option("broker", broker.address).option("topics", topic).load().collect()
+    batches: list = []
+    query = (
+        spark.readStream.format("halfmq")
+        .option("broker", broker.address)
+        .option("topics", topic)
+        .load()
+        .writeStream.foreachBatch(lambda df, batch_id: batches.append(batch_id))
+        .trigger(availableNow=True)
+        .option("checkpointLocation", tempfile.mkdtemp(prefix="halfmq-ckpt-"))
+        .start()
+    )
+    with pytest.raises(Exception, match=message):
+        query.awaitTermination(60)
+    assert batches == []
+
+
+def test_offsets_beyond_the_broker_fail_unless_fail_on_data_loss_is_false(spark, broker):
+    expected = send_normal(broker.address, 8)
+    beyond = json.dumps({"orders": {str(q): 1000 for q in range(4)}})
+    with pytest.raises(Exception, match="beyond the newest message"):
+        batch_reader(spark, broker.address, startingOffsets=beyond).collect()
+    rows = batch_reader(spark, broker.address, startingOffsets=beyond, failOnDataLoss="false").collect()
+    assert bodies(rows) == sorted(expected)
