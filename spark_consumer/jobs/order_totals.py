@@ -1,0 +1,108 @@
+"""Committed order events → per-customer totals in SQLite, exactly once, plus the events as Parquet.
+
+    python -m spark_consumer.jobs.order_totals --broker 127.0.0.1:10911 --topic orders \\
+        --checkpoint ./ckpt --sink ./totals.db --parquet ./orders-parquet --once
+    spark-submit spark_consumer/jobs/order_totals.py ...   # the same, on a cluster
+
+An order event's body is JSON: {"order": "o-1", "customer": "c-1", "amount": 30}. Each
+micro-batch writes its events to ``<parquet>/batch_id=<id>`` (overwritten on replay) and adds
+its per-customer totals to the SQLite sink with its batch id, in one SQLite transaction; a
+replayed batch (same id, same messages) changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import spark_consumer
+from spark_consumer.sink import TotalsSink
+
+EVENT_SCHEMA = "order string, customer string, amount double"
+log = logging.getLogger("order_totals")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="order_totals", description=__doc__.split("\n")[0])
+    parser.add_argument("--broker", required=True, help="halfmq broker host:port")
+    parser.add_argument("--topic", default="orders")
+    parser.add_argument("--checkpoint", required=True, type=Path, help="Spark checkpoint directory")
+    parser.add_argument("--sink", required=True, type=Path, help="SQLite file of the per-customer totals")
+    parser.add_argument("--parquet", required=True, type=Path, help="directory of the Parquet output")
+    parser.add_argument("--once", action="store_true", help="process what is committed now, then stop")
+    parser.add_argument("--interval", default="5 seconds", help="micro-batch interval when not --once")
+    parser.add_argument("--max-per-batch", type=int, help="maxOffsetsPerTrigger")
+    parser.add_argument("--starting-offsets", default="earliest")
+    parser.add_argument("--no-batch-guard", action="store_true", help="drop the batch-id check (demonstration only)")
+    parser.add_argument(
+        "--crash-after-batch", type=int, help="fault injection: exit abruptly once the sink has committed this batch"
+    )
+    return parser.parse_args(argv)
+
+
+def events(frame: DataFrame) -> DataFrame:
+    """Order events parsed from message bodies; bodies that are not order JSON are dropped."""
+    parsed = frame.select(
+        F.from_json(F.col("body").cast("string"), EVENT_SCHEMA).alias("event"),
+        "topic",
+        "queue_id",
+        "queue_offset",
+        "message_id",
+        "store_timestamp",
+    )
+    return parsed.select("event.*", "topic", "queue_id", "queue_offset", "message_id", "store_timestamp").where(
+        F.col("customer").isNotNull() & F.col("amount").isNotNull()
+    )
+
+
+def process_batch(args: argparse.Namespace, sink: TotalsSink) -> Any:
+    def process(frame: DataFrame, batch_id: int) -> None:
+        batch = events(frame).cache()
+        batch.write.mode("overwrite").parquet(str(args.parquet / f"batch_id={batch_id}"))
+        totals = batch.groupBy("customer").agg(F.sum("amount").alias("amount"), F.count("*").alias("events"))
+        applied = sink.apply(batch_id, [(r.customer, r.amount, r.events) for r in totals.collect()])
+        log.info("batch %d: %s", batch_id, "applied" if applied else "already applied, skipped")
+        batch.unpersist()
+        if args.crash_after_batch == batch_id:
+            os._exit(3)  # after the sink's commit, before Spark records the batch as done
+
+    return process
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = SparkSession.builder.appName("halfmq-order-totals").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark_consumer.register(spark)
+    reader = (
+        spark.readStream.format("halfmq")
+        .option("broker", args.broker)
+        .option("topics", args.topic)
+        .option("startingOffsets", args.starting_offsets)
+    )
+    if args.max_per_batch:
+        reader = reader.option("maxOffsetsPerTrigger", str(args.max_per_batch))
+    sink = TotalsSink(args.sink, guard=not args.no_batch_guard)
+    writer = (
+        reader.load()
+        .writeStream.foreachBatch(process_batch(args, sink))
+        .option("checkpointLocation", str(args.checkpoint))
+    )
+    writer = writer.trigger(availableNow=True) if args.once else writer.trigger(processingTime=args.interval)
+    writer.start().awaitTermination()
+    for customer, (amount, count) in sorted(sink.totals().items()):
+        print(f"{customer}: {amount:.2f} over {count} orders")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Exactly once across a crash: the example job is killed after its sink committed a batch and
+before Spark recorded it; restarted from its checkpoint, it replays that batch with the same id."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from producer_sdk import Message, TransactionProducer
+from spark_consumer.sink import TotalsSink
+from tests.support import ScriptedListener
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def send_orders(address: str, count: int) -> dict[str, float]:
+    expected: Counter[str] = Counter()
+    with TransactionProducer(group="orders-svc", broker=address, listener=ScriptedListener("COMMIT")) as producer:
+        for i in range(count):
+            customer, amount = f"c{i % 3}", float(i + 1)
+            body = json.dumps({"order": f"o-{i}", "customer": customer, "amount": amount}).encode()
+            producer.send_message_in_transaction(Message(topic="orders", body=body, keys=[f"o-{i}"]))
+            expected[customer] += amount
+    with TransactionProducer(group="orders-svc", broker=address, listener=ScriptedListener("ROLLBACK")) as producer:
+        body = json.dumps({"order": "o-x", "customer": "c0", "amount": 1000.0}).encode()
+        producer.send_message_in_transaction(Message(topic="orders", body=body, keys=["o-x"]))
+    return dict(expected)
+
+
+def run_job(address: str, work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable, "-m", "spark_consumer.jobs.order_totals", "--broker", address, "--topic", "orders",
+        "--checkpoint", str(work / "checkpoint"), "--sink", str(work / "totals.db"), "--parquet", str(work / "parquet"),
+        "--once", "--max-per-batch", "10", *extra,
+    ]  # fmt: skip
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def applied_batches(work: Path) -> list[int]:
+    with sqlite3.connect(work / "totals.db") as conn:
+        return [b for (b,) in conn.execute("SELECT batch_id FROM applied_batches ORDER BY batch_id")]
+
+
+def amounts(work: Path) -> dict[str, float]:
+    return {key: amount for key, (amount, _) in TotalsSink(work / "totals.db").totals().items()}
+
+
+def batch_amounts(work: Path, batch_id: int) -> Counter[str]:
+    table = pq.read_table(work / "parquet" / f"batch_id={batch_id}")
+    totals: Counter[str] = Counter()
+    for customer, amount in zip(table["customer"].to_pylist(), table["amount"].to_pylist(), strict=True):
+        totals[customer] += amount
+    return totals
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["with-batch-guard", "without-batch-guard"])
+def test_a_crash_between_sink_commit_and_spark_commit_is_replayed_without_double_counting(broker, tmp_path, guarded):
+    expected = send_orders(broker.address, 30)
+    flags = () if guarded else ("--no-batch-guard",)
+
+    crashed = run_job(broker.address, tmp_path, "--crash-after-batch", "1", *flags)
+    assert crashed.returncode == 3, crashed.stderr[-3000:]
+    assert applied_batches(tmp_path) == [0, 1]
+    replayed_batch = batch_amounts(tmp_path, 1)
+
+    finished = run_job(broker.address, tmp_path, *flags)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert applied_batches(tmp_path) == [0, 1, 2]
+    assert batch_amounts(tmp_path, 1) == replayed_batch, "the replayed batch read exactly the same messages"
+    if guarded:
+        assert "batch 1: already applied, skipped" in finished.stderr
+        assert amounts(tmp_path) == expected
+    else:
+        doubled = {c: expected[c] + replayed_batch.get(c, 0) for c in expected}
+        assert amounts(tmp_path) == doubled
+        assert amounts(tmp_path) != expected
