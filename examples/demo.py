@@ -1,11 +1,15 @@
-"""End-to-end demo: start a broker, run transactional producers, read what was committed.
+"""End-to-end demo: a broker, transactional producers, then a Spark job over what was committed.
 
-Three orders commit, one rolls back, and one leaves its outcome UNKNOWN: the broker checks
-back with the producer a moment later and the producer's local database says it committed.
+Four orders commit, one rolls back, and one leaves its outcome UNKNOWN: the broker checks back
+with the producer a moment later and the producer's local database says it committed. Then
+the example Spark job (spark_consumer.jobs.order_totals) ingests the committed orders exactly
+once into per-customer totals (SQLite) and Parquet.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 import sqlite3
 import subprocess
@@ -55,10 +59,18 @@ def main() -> None:
     )  # fmt: skip
     address = f"127.0.0.1:{port}"
     try:
-        orders = [("o-1", 30, {}), ("o-2", 0, {}), ("o-3", 12, {}), ("o-4", 7, {"slow_reply": True}), ("o-5", 99, {})]
+        orders = [
+            ("o-1", "alice", 30, {}),
+            ("o-2", "bob", 0, {}),
+            ("o-3", "bob", 12, {}),
+            ("o-4", "alice", 7, {"slow_reply": True}),
+            ("o-5", "carol", 99, {}),
+            ("o-6", "bob", 5, {}),
+        ]
         with TransactionProducer(group="orders-svc", broker=address, listener=Orders(work / "orders.db")) as producer:
-            for key, amount, extra in orders:
-                msg = Message(topic="orders", body=f'{{"order": "{key}", "amount": {amount}}}'.encode(), keys=[key])
+            for key, customer, amount, extra in orders:
+                body = json.dumps({"order": key, "customer": customer, "amount": amount}).encode()
+                msg = Message(topic="orders", body=body, keys=[key])
                 result = producer.send_message_in_transaction(msg, {"amount": amount, **extra})
                 print(
                     f"{key}: local={result.local_state.value:<8} broker={result.state.value if result.state else '?'}"
@@ -72,7 +84,17 @@ def main() -> None:
                 for m in consumer.pull("orders", queue_id=q, offset=0).messages
             )
         print(f"committed messages readable in topic 'orders': {committed}")
-        assert committed == ["o-1", "o-3", "o-4", "o-5"], committed
+        assert committed == ["o-1", "o-3", "o-4", "o-5", "o-6"], committed
+        print("running the Spark job spark_consumer.jobs.order_totals (a local Spark session) ...")
+        job = subprocess.run(
+            [sys.executable, "-m", "spark_consumer.jobs.order_totals", "--broker", address, "--topic", "orders",
+             "--checkpoint", str(work / "checkpoint"), "--sink", str(work / "totals.db"),
+             "--parquet", str(work / "parquet"), "--once"],
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable}, stdout=subprocess.PIPE,
+            stderr=(work / "spark.log").open("w"), text=True, check=True,
+        )  # fmt: skip
+        print("per-customer totals of committed orders (o-2 was rolled back):")
+        print("  " + job.stdout.strip().replace("\n", "\n  "))
     finally:
         broker.terminate()
         broker.wait(20)
