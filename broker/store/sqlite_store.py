@@ -69,19 +69,21 @@ def _connect(path: Path, flush: Flush) -> sqlite3.Connection:
 
 
 def _row_to_message(row: Sequence[Any]) -> StoredMessage:
+    """A message row as stored (SQLite already gives the right types); empty JSON is not parsed,
+    which matters on the pull path, where most messages carry no keys or properties."""
     (topic, queue_id, queue_offset, message_id, transaction_id, keys, tags, props, body, born, stored) = row
     return StoredMessage(
-        topic=str(topic),
-        queue_id=int(queue_id),
-        queue_offset=int(queue_offset),
-        message_id=str(message_id),
-        transaction_id=str(transaction_id),
-        keys=tuple(json.loads(str(keys))),
-        tags=str(tags),
-        properties=json.loads(str(props)),
-        body=bytes(body),
-        born_timestamp=int(born),
-        store_timestamp=int(stored),
+        topic,
+        queue_id,
+        queue_offset,
+        message_id,
+        transaction_id,
+        () if keys == "[]" else tuple(json.loads(keys)),
+        tags,
+        {} if props == "{}" else json.loads(props),
+        body,
+        born,
+        stored,
     )
 
 
@@ -264,10 +266,12 @@ class Store:
 
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
         """``(min_offset, max_offset)`` of a queue; max is one past the newest message, (0, 0) when empty."""
+        # Two subqueries: SQLite answers a lone MIN or MAX from the index, but scans for both together.
         low, high = (
             self._reader()
             .execute(
-                "SELECT MIN(queue_offset), MAX(queue_offset) FROM messages WHERE topic = ? AND queue_id = ?",
+                "SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2),"
+                " (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2)",
                 (topic, queue_id),
             )
             .fetchone()
