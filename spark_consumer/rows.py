@@ -32,20 +32,18 @@ ARROW_SCHEMA = pa.schema(
 
 
 def to_record_batch(messages: Sequence[pb.StoredMessage]) -> pa.RecordBatch:
-    """One Arrow record batch of the source's schema (timestamps: broker milliseconds → µs)."""
+    """One Arrow record batch of the source's schema (timestamps: broker milliseconds → µs).
+
+    The messages are walked once: each access to a protobuf repeated field builds a new Python
+    wrapper, so one pass into row tuples then transposing is about twice as fast than a pass per column.
+    """
+    rows = [
+        (m.topic, m.queue_id, m.queue_offset, m.message_id, m.transaction_id, list(m.keys), m.tags,
+         list(m.properties.items()), m.body, m.born_timestamp * 1000, m.store_timestamp * 1000)
+        for m in messages
+    ]  # fmt: skip
+    columns = zip(*rows, strict=True) if rows else ([] for _ in ARROW_SCHEMA)
     return pa.RecordBatch.from_arrays(
-        [
-            pa.array([m.topic for m in messages], pa.string()),
-            pa.array([m.queue_id for m in messages], pa.int32()),
-            pa.array([m.queue_offset for m in messages], pa.int64()),
-            pa.array([m.message_id for m in messages], pa.string()),
-            pa.array([m.transaction_id for m in messages], pa.string()),
-            pa.array([list(m.keys) for m in messages], pa.list_(pa.string())),
-            pa.array([m.tags for m in messages], pa.string()),
-            pa.array([list(m.properties.items()) for m in messages], pa.map_(pa.string(), pa.string())),
-            pa.array([m.body for m in messages], pa.binary()),
-            pa.array([m.born_timestamp * 1000 for m in messages], _TIMESTAMP),
-            pa.array([m.store_timestamp * 1000 for m in messages], _TIMESTAMP),
-        ],
+        [pa.array(column, field.type) for column, field in zip(columns, ARROW_SCHEMA, strict=True)],
         schema=ARROW_SCHEMA,
     )
