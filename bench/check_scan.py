@@ -16,10 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from broker.metrics import Metrics
 from broker.model import Message, TransactionState
 from broker.store import Flush, Store
 from broker.transaction.check import CheckPolicy, CheckService
 from broker.transaction.registry import CheckRequest, ProducerRegistry
+from broker.transaction.service import TransactionService
 
 GROUP = "bench"
 T0_MS = 1_800_000_000_000
@@ -78,7 +80,9 @@ def time_round(path: Path, with_producer: bool) -> tuple[float, int]:
     session = CollectingSession()
     if with_producer:
         registry.register(session)
-    checks = CheckService(store, registry, CheckPolicy())
+    metrics = Metrics()
+    transactions = TransactionService(store, max_body_bytes=1024, metrics=metrics)
+    checks = CheckService(store, transactions, registry, CheckPolicy(), metrics=metrics)
     began = time.perf_counter()
     report = asyncio.run(checks.check_once(T0_MS / 1000 + 3600))
     elapsed = time.perf_counter() - began

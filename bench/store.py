@@ -15,6 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
+from broker.metrics import Metrics
 from broker.model import Message, Resolution, Source
 from broker.store import Flush, Store
 from broker.transaction.service import TransactionService
@@ -23,7 +24,7 @@ from broker.transaction.service import TransactionService
 async def run(seconds: float, concurrency: int, body: bytes, flush: Flush) -> None:
     store = Store(Path(tempfile.mkdtemp(prefix="halfmq-bench-store-")), flush=flush)
     await store.create_topic("bench", 4)
-    service = TransactionService(store, max_body_bytes=len(body))
+    service = TransactionService(store, max_body_bytes=len(body), metrics=Metrics())
     count = 0
     stop_at = time.perf_counter() + seconds
 

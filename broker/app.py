@@ -13,6 +13,7 @@ from broker.config import Settings
 from broker.grpc_api import create_server
 from broker.grpc_api.servicer import BrokerServicer
 from broker.messaging import MessagingService
+from broker.metrics import Metrics
 from broker.store import Store
 from broker.transaction.check import CheckService
 from broker.transaction.registry import ProducerRegistry
@@ -32,11 +33,17 @@ class Broker:
 
     def __post_init__(self) -> None:
         settings = self.settings
-        self.store = Store(settings.data_dir, flush=settings.flush)
+        self.metrics = Metrics()
+        self.store = Store(settings.data_dir, flush=settings.flush, on_commit=self.metrics.group_commit)
+        self.metrics.watch_half_messages(self.store.pending_count)
         self.registry = ProducerRegistry()
         self.messaging = MessagingService(self.store, max_body_bytes=settings.max_body_bytes, clock=self.clock)
-        self.transactions = TransactionService(self.store, max_body_bytes=settings.max_body_bytes, clock=self.clock)
-        self.checks = CheckService(self.store, self.registry, settings.check_policy, clock=self.clock)
+        self.transactions = TransactionService(
+            self.store, max_body_bytes=settings.max_body_bytes, metrics=self.metrics, clock=self.clock
+        )
+        self.checks = CheckService(
+            self.store, self.transactions, self.registry, settings.check_policy, metrics=self.metrics, clock=self.clock
+        )
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> None:

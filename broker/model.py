@@ -79,10 +79,12 @@ class Resolution(Enum):
 
 
 class Source(Enum):
-    """Who resolved a transaction: the producer's own call, or its answer to a check."""
+    """Who resolved a transaction: the producer's own call, its answer to a check, the check
+    service's limits (discards), or an operator through the admin API."""
 
     CLIENT = "CLIENT"
     CHECK = "CHECK"
+    OPERATOR = "OPERATOR"
 
 
 class TransactionState(Enum):
@@ -111,7 +113,8 @@ _TRANSITIONS: dict[TransactionState, frozenset[TransactionState]] = {
     ),
     TransactionState.COMMITTED: frozenset(),
     TransactionState.ROLLED_BACK: frozenset(),
-    TransactionState.DISCARDED: frozenset(),
+    # An operator may resume a discarded message: it is pending again, with a fresh check budget.
+    TransactionState.DISCARDED: frozenset({TransactionState.PENDING}),
 }
 
 RESOLVED_STATE = {Resolution.COMMIT: TransactionState.COMMITTED, Resolution.ROLLBACK: TransactionState.ROLLED_BACK}
@@ -131,6 +134,9 @@ class Transaction:
     check_times: int
     half_stored_at: int
     last_check_at: int | None
+    resolved_at: int | None = None
+    resolution_source: str | None = None
+    resumes: int = 0
 
     def check_owner(self, producer_group: str) -> None:
         """Raise ProducerGroupMismatch unless ``producer_group`` prepared this transaction."""
@@ -142,11 +148,21 @@ class Transaction:
 
 
 @dataclass(frozen=True)
+class CheckRecord:
+    """One check delivered to a producer session (broker milliseconds)."""
+
+    check_no: int
+    checked_at: int
+    client_id: str
+
+
+@dataclass(frozen=True)
 class EndResult:
     """The recorded outcome of an end request; ``already_resolved`` when it repeated an earlier one."""
 
     state: TransactionState
     already_resolved: bool
+    half_stored_at: int
 
 
 def check_name(kind: str, value: str) -> str:

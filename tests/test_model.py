@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from broker.errors import ResolutionConflict
+from broker.metrics import Metrics
 from broker.model import DISCARD_TOPIC, Message, Resolution, Source, TransactionState
 from broker.store import Flush, Store
 from broker.transaction.check import CheckPolicy, CheckService
@@ -67,8 +68,9 @@ class TransactionsModel(RuleBasedStateMachine):
             session.inbox.clear()
             if online:
                 self.registry.register(session)
-        self.service = TransactionService(self.store, max_body_bytes=1024, clock=self.clock)
-        self.checks = CheckService(self.store, self.registry, POLICY, clock=self.clock)
+        metrics = Metrics()
+        self.service = TransactionService(self.store, max_body_bytes=1024, metrics=metrics, clock=self.clock)
+        self.checks = CheckService(self.store, self.service, self.registry, POLICY, metrics=metrics, clock=self.clock)
 
     def run(self, coro):
         return self.loop.run_until_complete(coro)

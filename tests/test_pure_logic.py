@@ -55,15 +55,20 @@ def test_a_pending_transaction_may_reach_any_resolution(target):
     assert TransactionState.PENDING.transition(target) is True
 
 
-@pytest.mark.parametrize(
-    "recorded", [TransactionState.COMMITTED, TransactionState.ROLLED_BACK, TransactionState.DISCARDED]
-)
-def test_a_resolution_is_final(recorded):
+@pytest.mark.parametrize("recorded", [TransactionState.COMMITTED, TransactionState.ROLLED_BACK])
+def test_commit_and_rollback_are_final(recorded):
     assert recorded.transition(recorded) is False
     for other in TransactionState:
         if other is not recorded:
             with pytest.raises(ResolutionConflict, match=recorded.value):
                 recorded.transition(other)
+
+
+def test_a_discarded_transaction_can_only_be_resumed():
+    assert TransactionState.DISCARDED.transition(TransactionState.PENDING) is True
+    for other in (TransactionState.COMMITTED, TransactionState.ROLLED_BACK):
+        with pytest.raises(ResolutionConflict, match="DISCARDED"):
+            TransactionState.DISCARDED.transition(other)
 
 
 def test_settings_come_from_flags_over_environment_over_defaults():

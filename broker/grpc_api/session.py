@@ -10,7 +10,7 @@ import grpc
 
 from broker.errors import HalfmqError
 from broker.grpc_api.convert import resolution_from_pb, stored_to_pb
-from broker.model import Resolution, Source, check_name
+from broker.model import check_name
 from broker.transaction.registry import CheckRequest, ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -78,7 +78,6 @@ async def _apply_answer(answer: pb.CheckAnswer, session: GrpcProducerSession, tr
     """End the transaction as the producer answered; answers may come in any order, or late."""
     try:
         resolution = resolution_from_pb(answer.resolution)
-        if resolution is not Resolution.UNKNOWN:
-            await transactions.end(answer.transaction_id, session.producer_group, resolution, Source.CHECK)
+        await transactions.answer_check(answer.transaction_id, session.producer_group, resolution)
     except HalfmqError as exc:
         log.info("check answer for %s from %s ignored: %s", answer.transaction_id, session.client_id, exc)

@@ -46,9 +46,20 @@ CREATE TABLE IF NOT EXISTS transactions (
     half_stored_at INTEGER NOT NULL,
     last_check_at INTEGER,
     resolved_at INTEGER,
-    resolution_source TEXT
+    resolution_source TEXT,
+    -- How many times an operator resumed it after a discard (names its op records apart).
+    resumes INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS transactions_pending ON transactions (half_stored_at) WHERE state = 'PENDING';
+
+-- Every check delivered to a producer, for operators (bounded: at most check_max per resume).
+CREATE TABLE IF NOT EXISTS checks (
+    transaction_id TEXT NOT NULL,
+    check_no INTEGER NOT NULL,
+    checked_at INTEGER NOT NULL,
+    client_id TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS checks_transaction ON checks (transaction_id);
 
 CREATE TABLE IF NOT EXISTS consumer_offsets (
     consumer_group TEXT NOT NULL,

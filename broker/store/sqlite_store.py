@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from broker.errors import (
     BrokerClosed,
+    ResolutionConflict,
     TopicExists,
     TopicNotFound,
     TransactionNotFound,
@@ -26,6 +27,7 @@ from broker.model import (
     OP_TAG,
     OP_TOPIC,
     SYSTEM_TOPICS,
+    CheckRecord,
     EndResult,
     Message,
     StoredMessage,
@@ -54,7 +56,7 @@ _MESSAGE_COLUMNS = (
 _NEXT_OFFSET = "(SELECT COALESCE(MAX(queue_offset) + 1, 0) FROM messages WHERE topic = ? AND queue_id = ?)"
 _TRANSACTION_COLUMNS = (
     "transaction_id, producer_group, half_offset, topic, queue_id, message_id, state, check_times,"
-    " half_stored_at, last_check_at"
+    " half_stored_at, last_check_at, resolved_at, resolution_source, resumes"
 )
 
 
@@ -88,18 +90,22 @@ def _row_to_message(row: Sequence[Any]) -> StoredMessage:
 
 
 def _row_to_transaction(row: Sequence[Any]) -> Transaction:
-    (txid, group, half_offset, topic, queue_id, message_id, state, checks, stored_at, last_check) = row
+    (txid, group, half_offset, topic, queue_id, message_id, state, checks, stored_at, last_check, *rest) = row
+    resolved_at, resolution_source, resumes = rest
     return Transaction(
-        transaction_id=str(txid),
-        producer_group=str(group),
-        half_offset=int(half_offset),
-        topic=str(topic),
-        queue_id=int(queue_id),
-        message_id=str(message_id),
+        transaction_id=txid,
+        producer_group=group,
+        half_offset=half_offset,
+        topic=topic,
+        queue_id=queue_id,
+        message_id=message_id,
         state=TransactionState(state),
-        check_times=int(checks),
-        half_stored_at=int(stored_at),
-        last_check_at=None if last_check is None else int(last_check),
+        check_times=checks,
+        half_stored_at=stored_at,
+        last_check_at=last_check,
+        resolved_at=resolved_at,
+        resolution_source=resolution_source,
+        resumes=resumes,
     )
 
 
@@ -157,7 +163,10 @@ def _find(conn: sqlite3.Connection, topic: str, message_id: str) -> StoredMessag
 class Store:
     """The broker's durable state in one SQLite file under ``data_dir``."""
 
-    def __init__(self, data_dir: Path, *, flush: Flush = Flush.SYNC) -> None:
+    def __init__(
+        self, data_dir: Path, *, flush: Flush = Flush.SYNC, on_commit: Callable[[int, float], None] | None = None
+    ) -> None:
+        """Open (creating if needed) the store; ``on_commit(jobs, seconds)`` hears of every group commit."""
         data_dir.mkdir(parents=True, exist_ok=True)
         self.path = data_dir / DB_FILE
         self._flush = flush
@@ -167,7 +176,7 @@ class Store:
         write_conn.executemany(
             "INSERT OR IGNORE INTO topics (name, queues) VALUES (?, 1)", [(t,) for t in SYSTEM_TOPICS]
         )
-        self._writer = GroupCommitWriter(write_conn)
+        self._writer = GroupCommitWriter(write_conn, on_commit=on_commit)
         self._write_conn = write_conn
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -354,10 +363,10 @@ class Store:
             if producer_group is not None:
                 txn.check_owner(producer_group)
             if not txn.state.transition(target):
-                return EndResult(state=txn.state, already_resolved=True)
+                return EndResult(state=txn.state, already_resolved=True, half_stored_at=txn.half_stored_at)
             if target is TransactionState.COMMITTED:
                 _copy_half(conn, txn, txn.topic, txn.queue_id, now_ms, {})
-            elif target is TransactionState.DISCARDED:
+            elif target is TransactionState.DISCARDED and not txn.resumes:  # discarded once: one copy kept
                 _copy_half(
                     conn,
                     txn,
@@ -367,32 +376,86 @@ class Store:
                     {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)},
                 )
             op = Message(
-                topic=OP_TOPIC, body=str(txn.half_offset).encode(), message_id=f"op-{txn.half_offset}", tags=OP_TAG
+                topic=OP_TOPIC,
+                body=str(txn.half_offset).encode(),
+                message_id=f"op-{txn.half_offset}" + (f".{txn.resumes}" if txn.resumes else ""),
+                tags=OP_TAG,
             )
             _append(conn, OP_TOPIC, 0, op, now_ms, transaction_id=transaction_id)
             conn.execute(
                 "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?",
                 (target.value, now_ms, source, transaction_id),
             )
-            return EndResult(state=target, already_resolved=False)
+            return EndResult(state=target, already_resolved=False, half_stored_at=txn.half_stored_at)
 
         return await self._writer.run(work)
 
-    async def record_check(self, transaction_id: str, now_ms: int) -> int:
-        """Count a check delivered to a producer; returns the new check count.
+    async def record_check(self, transaction_id: str, now_ms: int, client_id: str) -> int:
+        """Count a check delivered to the producer session ``client_id``; returns the new count.
 
         A transaction resolved meanwhile is left as it is (its count is returned unchanged).
         """
 
         def work(conn: sqlite3.Connection) -> int:
-            conn.execute(
+            updated = conn.execute(
                 "UPDATE transactions SET check_times = check_times + 1, last_check_at = ?"
-                " WHERE transaction_id = ? AND state = ?",
+                " WHERE transaction_id = ? AND state = ? RETURNING check_times",
                 (now_ms, transaction_id, TransactionState.PENDING.value),
+            ).fetchone()
+            if updated is None:
+                return self._transaction(conn, transaction_id).check_times
+            conn.execute(
+                "INSERT INTO checks (transaction_id, check_no, checked_at, client_id) VALUES (?, ?, ?, ?)",
+                (transaction_id, updated[0], now_ms, client_id),
             )
-            return self._transaction(conn, transaction_id).check_times
+            return int(updated[0])
 
         return await self._writer.run(work)
+
+    async def resume(self, transaction_id: str, now_ms: int) -> Transaction:
+        """Make a DISCARDED transaction PENDING again with a fresh check budget and clock.
+
+        Raises TransactionNotFound, or ResolutionConflict when it is not DISCARDED.
+        """
+
+        def work(conn: sqlite3.Connection) -> Transaction:
+            txn = self._transaction(conn, transaction_id)
+            if txn.state is not TransactionState.DISCARDED:
+                raise ResolutionConflict(f"transaction is {txn.state.value}; only a DISCARDED one can be resumed")
+            txn.state.transition(TransactionState.PENDING)
+            conn.execute(
+                "UPDATE transactions SET state = ?, check_times = 0, last_check_at = NULL, half_stored_at = ?,"
+                " resolved_at = NULL, resolution_source = NULL, resumes = resumes + 1 WHERE transaction_id = ?",
+                (TransactionState.PENDING.value, now_ms, transaction_id),
+            )
+            return self._transaction(conn, transaction_id)
+
+        return await self._writer.run(work)
+
+    def list_transactions(
+        self, state: TransactionState | None, limit: int, offset: int
+    ) -> tuple[list[Transaction], int]:
+        """A page of transactions (oldest half first) and the total count, optionally of one state."""
+        where, params = ("WHERE state = ?", (state.value,)) if state else ("", ())
+        conn = self._reader()
+        (total,) = conn.execute(f"SELECT COUNT(*) FROM transactions {where}", params).fetchone()
+        rows = conn.execute(
+            f"SELECT {_TRANSACTION_COLUMNS} FROM transactions {where} ORDER BY half_stored_at, half_offset"
+            " LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        ).fetchall()
+        return [_row_to_transaction(r) for r in rows], int(total)
+
+    def checks_of(self, transaction_id: str) -> list[CheckRecord]:
+        rows = (
+            self._reader()
+            .execute(
+                "SELECT check_no, checked_at, client_id FROM checks WHERE transaction_id = ? ORDER BY rowid",
+                (transaction_id,),
+            )
+            .fetchall()
+        )
+        return [CheckRecord(check_no=n, checked_at=at, client_id=client) for n, at, client in rows]
 
     def transaction(self, transaction_id: str) -> Transaction:
         """Return the transaction record; raise TransactionNotFound if there is none."""
@@ -452,6 +515,10 @@ class Store:
             )
 
         return await self._writer.run(work)
+
+    def consumer_groups(self) -> list[tuple[str, str, int, int]]:
+        """Every committed consumer offset as (group, topic, queue_id, offset)."""
+        return list(self._reader().execute("SELECT * FROM consumer_offsets ORDER BY consumer_group, topic, queue_id"))
 
     def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
         rows = (

@@ -15,6 +15,7 @@ import logging
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -38,8 +39,16 @@ class _Job:
 class GroupCommitWriter:
     """Runs write jobs on one thread, many per SQLite transaction."""
 
-    def __init__(self, connection: sqlite3.Connection, *, max_batch: int = 1024) -> None:
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        *,
+        on_commit: Callable[[int, float], None] | None = None,
+        max_batch: int = 1024,
+    ) -> None:
+        """``on_commit(jobs, seconds)`` is told of every group commit (for metrics)."""
         self._connection = connection
+        self._on_commit = on_commit
         self._max_batch = max_batch
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
@@ -83,7 +92,11 @@ class GroupCommitWriter:
                     stopping = True
                     break
                 batch.append(job)
-            self._settle(batch, self._commit(batch))
+            began = time.perf_counter()
+            outcomes = self._commit(batch)
+            if self._on_commit is not None:
+                self._on_commit(len(batch), time.perf_counter() - began)
+            self._settle(batch, outcomes)
 
     def _commit(self, batch: list[_Job]) -> list[Outcome]:
         """Commit the batch in one transaction. Jobs rarely fail, so the first attempt runs them

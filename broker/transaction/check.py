@@ -13,9 +13,11 @@ from enum import Enum
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import ResolutionConflict
-from broker.model import Transaction, TransactionState
+from broker.metrics import Metrics
+from broker.model import Transaction
 from broker.store import Store
 from broker.transaction.registry import CheckRequest, ProducerRegistry
+from broker.transaction.service import TransactionService
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +67,20 @@ class CheckService:
     """Runs check rounds over the store's pending transactions."""
 
     def __init__(
-        self, store: Store, registry: ProducerRegistry, policy: CheckPolicy, *, clock: Clock = system_clock
+        self,
+        store: Store,
+        transactions: TransactionService,
+        registry: ProducerRegistry,
+        policy: CheckPolicy,
+        *,
+        metrics: Metrics,
+        clock: Clock = system_clock,
     ) -> None:
         self._store = store
+        self._transactions = transactions
         self._registry = registry
         self._policy = policy
+        self._metrics = metrics
         self._clock = clock
 
     async def check_once(self, now: float | None = None) -> RoundReport:
@@ -84,7 +95,7 @@ class CheckService:
             if action is Action.CHECK:
                 to_check.append(txn)
             elif action is Action.DISCARD:
-                await self._discard(txn, now_ms)
+                await self._discard(txn)
         gate = asyncio.Semaphore(self._policy.max_in_flight)
         delivered = await asyncio.gather(*(self._check(txn, now_ms, gate) for txn in to_check))
         return RoundReport(
@@ -106,9 +117,9 @@ class CheckService:
                 log.exception("check round failed")
             await asyncio.sleep(interval)
 
-    async def _discard(self, txn: Transaction, now_ms: int) -> None:
+    async def _discard(self, txn: Transaction) -> None:
         try:
-            await self._store.resolve(txn.transaction_id, TransactionState.DISCARDED, now_ms, source="CHECK")
+            await self._transactions.discard(txn.transaction_id)
             log.warning("discarded transaction %s after %d checks", txn.transaction_id, txn.check_times)
         except ResolutionConflict:
             pass  # resolved by its producer since the round read it: the first resolution wins
@@ -129,6 +140,8 @@ class CheckService:
                 await session.deliver(request)
             except Exception as exc:  # any transport failure means "not delivered"
                 log.info("check of %s not delivered to %s: %s", txn.transaction_id, session.client_id, exc)
+                self._metrics.check("undelivered")
                 return False
-            await self._store.record_check(txn.transaction_id, now_ms)
+            self._metrics.check("delivered")
+            await self._store.record_check(txn.transaction_id, now_ms, session.client_id)
             return True

@@ -1,4 +1,7 @@
-"""Prepare, commit and roll back half messages (DESIGN section 2, steps 1 and 3)."""
+"""Prepare, commit, roll back, discard and resume half messages (DESIGN section 2, steps 1 and 3).
+
+Every change of a transaction's state goes through this service, which is where it is measured.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,8 @@ import uuid
 import zlib
 
 from broker.clock import Clock, system_clock, to_ms
+from broker.errors import InvalidArgument
+from broker.metrics import Metrics
 from broker.model import (
     RESOLVED_STATE,
     EndResult,
@@ -13,6 +18,7 @@ from broker.model import (
     Resolution,
     Source,
     Transaction,
+    TransactionState,
     check_message,
     check_name,
     check_transaction_id,
@@ -28,9 +34,10 @@ def queue_for(message_id: str, queues: int) -> int:
 class TransactionService:
     """The half-message service: the only way transactions are prepared and ended."""
 
-    def __init__(self, store: Store, *, max_body_bytes: int, clock: Clock = system_clock) -> None:
+    def __init__(self, store: Store, *, max_body_bytes: int, metrics: Metrics, clock: Clock = system_clock) -> None:
         self._store = store
         self._max_body_bytes = max_body_bytes
+        self._metrics = metrics
         self._clock = clock
 
     async def prepare(self, message: Message, producer_group: str) -> Transaction:
@@ -59,14 +66,40 @@ class TransactionService:
         if resolution is Resolution.UNKNOWN:
             txn = self._store.transaction(transaction_id)
             txn.check_owner(producer_group)
-            return EndResult(state=txn.state, already_resolved=False)
-        return await self._store.resolve(
-            transaction_id,
-            RESOLVED_STATE[resolution],
-            self._now_ms(),
-            source=source.value,
-            producer_group=producer_group,
+            return EndResult(state=txn.state, already_resolved=False, half_stored_at=txn.half_stored_at)
+        return await self._resolve(transaction_id, RESOLVED_STATE[resolution], source, producer_group)
+
+    async def answer_check(self, transaction_id: str, producer_group: str, resolution: Resolution) -> EndResult:
+        """A producer's answer to a check: counted by answer, then applied as ``end(source=CHECK)``."""
+        self._metrics.check(f"answered_{resolution.value.lower()}")
+        return await self.end(transaction_id, producer_group, resolution, Source.CHECK)
+
+    async def operator_end(self, transaction_id: str, resolution: Resolution) -> EndResult:
+        """An operator commits or rolls back a pending transaction, whatever its producer group."""
+        check_transaction_id(transaction_id)
+        if resolution not in RESOLVED_STATE:
+            raise InvalidArgument("an operator can only COMMIT or ROLLBACK")
+        return await self._resolve(transaction_id, RESOLVED_STATE[resolution], Source.OPERATOR, None)
+
+    async def discard(self, transaction_id: str) -> EndResult:
+        """Set a half message aside for good (check budget spent or too old): never delivered."""
+        return await self._resolve(transaction_id, TransactionState.DISCARDED, Source.CHECK, None)
+
+    async def resume(self, transaction_id: str) -> Transaction:
+        """Make a discarded transaction pending again, with a fresh check budget and clock."""
+        check_transaction_id(transaction_id)
+        return await self._store.resume(transaction_id, self._now_ms())
+
+    async def _resolve(
+        self, transaction_id: str, target: TransactionState, source: Source, producer_group: str | None
+    ) -> EndResult:
+        now_ms = self._now_ms()
+        result = await self._store.resolve(
+            transaction_id, target, now_ms, source=source.value, producer_group=producer_group
         )
+        if not result.already_resolved:
+            self._metrics.resolved(result.state, (now_ms - result.half_stored_at) / 1000)
+        return result
 
     def _now_ms(self) -> int:
         return to_ms(self._clock())

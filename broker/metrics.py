@@ -1,0 +1,69 @@
+"""Prometheus metrics of the broker (RocketMQ 5's transaction metrics, RIP-46, as ``halfmq_*``).
+
+One ``Metrics`` object per broker, with its own registry; services record into it and the HTTP
+front end exposes it at ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from broker.model import TransactionState
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._half = Gauge("halfmq_half_messages", "Pending half messages", registry=self.registry)
+        self._resolved = {
+            TransactionState.COMMITTED: Counter(
+                "halfmq_commit_messages", "Transactions committed", registry=self.registry
+            ),
+            TransactionState.ROLLED_BACK: Counter(
+                "halfmq_rollback_messages", "Transactions rolled back", registry=self.registry
+            ),
+            TransactionState.DISCARDED: Counter(
+                "halfmq_discard_messages", "Half messages discarded", registry=self.registry
+            ),
+        }
+        self._checks = Counter(
+            "halfmq_checks",
+            "Check requests by outcome: delivered, undelivered, or the producer's answer",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self._finish = Histogram(
+            "halfmq_finish_latency_seconds",
+            "Time from half message stored to resolution",
+            buckets=(0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 3600, 86400),
+            registry=self.registry,
+        )
+        self._commit_latency = Histogram(
+            "halfmq_store_commit_latency_seconds",
+            "Time of one group commit (SQLite transaction, fsync included)",
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1),
+            registry=self.registry,
+        )
+        self._batch = Histogram(
+            "halfmq_store_group_commit_jobs",
+            "Write jobs per group commit",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+            registry=self.registry,
+        )
+
+    def watch_half_messages(self, count: Callable[[], int]) -> None:
+        """Read the pending count when scraped, so the gauge is always the store's truth."""
+        self._half.set_function(count)
+
+    def resolved(self, state: TransactionState, seconds_since_half: float) -> None:
+        self._resolved[state].inc()
+        self._finish.observe(max(seconds_since_half, 0.0))
+
+    def check(self, outcome: str) -> None:
+        self._checks.labels(outcome=outcome).inc()
+
+    def group_commit(self, jobs: int, seconds: float) -> None:
+        self._batch.observe(jobs)
+        self._commit_latency.observe(seconds)
