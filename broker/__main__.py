@@ -18,7 +18,11 @@ async def serve(broker: Broker) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await broker.start()
-    print(f"halfmq broker ready grpc={broker.settings.host}:{broker.grpc_port}", flush=True)
+    print(
+        f"halfmq broker ready grpc={broker.settings.host}:{broker.grpc_port}"
+        f" http={broker.settings.host}:{broker.http_port}",
+        flush=True,
+    )
     await stop.wait()
     await broker.stop()
 

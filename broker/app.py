@@ -12,6 +12,9 @@ from broker.clock import Clock, system_clock
 from broker.config import Settings
 from broker.grpc_api import create_server
 from broker.grpc_api.servicer import BrokerServicer
+from broker.http_api import AdminContext, create_app
+from broker.http_api import create_server as create_http_server
+from broker.http_api.app import HttpServer
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
 from broker.store import Store
@@ -29,6 +32,7 @@ class Broker:
     settings: Settings
     clock: Clock = system_clock
     grpc_port: int = 0
+    http_port: int = 0
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -45,19 +49,46 @@ class Broker:
             self.store, self.transactions, self.registry, settings.check_policy, metrics=self.metrics, clock=self.clock
         )
         self._server: grpc.aio.Server | None = None
+        self._http: HttpServer | None = None
+        self._http_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Create the configured topics, start serving gRPC and the periodic check loop."""
         for topic in self.settings.topics:
             await self.messaging.create_topic(topic.name, topic.queues)
         servicer = BrokerServicer(self.messaging, self.transactions, self.registry)
-        self._server, self.grpc_port = create_server(servicer, f"{self.settings.host}:{self.settings.grpc_port}")
+        self._server, self.grpc_port = create_server(
+            servicer, f"{self.settings.host}:{self.settings.grpc_port}", auth_token=self.settings.auth_token
+        )
         await self._server.start()
+        context = AdminContext(
+            settings=self.settings,
+            store=self.store,
+            messaging=self.messaging,
+            transactions=self.transactions,
+            registry=self.registry,
+            metrics=self.metrics,
+            clock=self.clock,
+        )
+        self._http = create_http_server(create_app(context), self.settings.host, self.settings.http_port)
+        self._http_task = asyncio.create_task(self._http.serve())
+        while not self._http.started:
+            if self._http_task.done():  # e.g. the port is taken: surface uvicorn's failure
+                await self._http_task
+                raise RuntimeError(f"the HTTP server could not start on port {self.settings.http_port}")
+            await asyncio.sleep(0.01)
+        self.http_port = self._http.port
         self._tasks.append(asyncio.create_task(self.checks.run(self.settings.check_interval)))
-        log.info("halfmq broker serving gRPC on %s:%d, store %s", self.settings.host, self.grpc_port, self.store.path)
+        log.info(
+            "halfmq broker serving gRPC on %s:%d and HTTP on %s:%d, store %s",
+            self.settings.host, self.grpc_port, self.settings.host, self.http_port, self.store.path,
+        )  # fmt: skip
 
     async def stop(self, grace: float = 2.0) -> None:
         """Stop accepting calls, let in-flight ones finish, commit every write, close the store."""
+        if self._http is not None and self._http_task is not None:
+            self._http.should_exit = True
+            await self._http_task
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

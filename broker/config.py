@@ -30,6 +30,7 @@ class Settings:
     flush: Flush = Flush.SYNC
     max_body_bytes: int = 4 * 1024 * 1024
     topics: tuple[Topic, ...] = ()
+    auth_token: str | None = None
 
     @property
     def check_policy(self) -> CheckPolicy:
@@ -73,6 +74,7 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("max_half_age", _positive(float), "seconds after which a half message is discarded regardless (default 259200)"),
     ("flush", Flush, "sync: fsync before acknowledging (default); async: survive a process crash only"),
     ("max_body_bytes", _positive(int), "largest accepted message body (default 4 MiB)"),
+    ("auth_token", str, "shared token every gRPC call and mutating HTTP call must carry (default: none)"),
 )
 
 

@@ -53,6 +53,16 @@ class Metrics:
             registry=self.registry,
         )
 
+    def totals(self) -> dict[str, float]:
+        """Counter totals so far: committed, rolled_back, discarded, and checks by outcome."""
+        totals: dict[str, float] = {}
+        for key, counter in [(s.value.lower(), c) for s, c in self._resolved.items()] + [("checks", self._checks)]:
+            for sample in next(iter(counter.collect())).samples:
+                if sample.name.endswith("_total"):
+                    outcome = sample.labels.get("outcome")
+                    totals[f"{key}_{outcome}" if outcome else key] = sample.value
+        return totals
+
     def watch_half_messages(self, count: Callable[[], int]) -> None:
         """Read the pending count when scraped, so the gauge is always the store's truth."""
         self._half.set_function(count)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from broker.grpc_api.auth import TokenInterceptor
 from broker.grpc_api.servicer import BrokerServicer
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 
@@ -11,14 +12,18 @@ from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 _MAX_MESSAGE = 64 * 1024 * 1024
 
 
-def create_server(servicer: BrokerServicer, address: str) -> tuple[grpc.aio.Server, int]:
-    """Return an unstarted server for ``servicer`` bound to ``address`` and the port it got."""
+def create_server(
+    servicer: BrokerServicer, address: str, *, auth_token: str | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """Return an unstarted server for ``servicer`` bound to ``address`` and the port it got;
+    with ``auth_token``, every call must carry it."""
     server = grpc.aio.server(
+        interceptors=[TokenInterceptor(auth_token)] if auth_token else [],
         options=[
             ("grpc.max_receive_message_length", _MAX_MESSAGE),
             ("grpc.max_send_message_length", _MAX_MESSAGE),
             ("grpc.so_reuseport", 0),
-        ]
+        ],
     )
     pb_grpc.add_BrokerServicer_to_server(servicer, server)
     port = server.add_insecure_port(address)

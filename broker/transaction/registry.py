@@ -56,5 +56,8 @@ class ProducerRegistry:
             return None
         return sessions[next(self._turns) % len(sessions)]
 
+    def session_count(self) -> int:
+        return sum(len(s) for s in self._sessions.values())
+
     def sessions(self, producer_group: str) -> list[ProducerSession]:
         return list(self._sessions.get(producer_group, []))

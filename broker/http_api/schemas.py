@@ -1,0 +1,125 @@
+"""Pydantic schemas of the admin API: the HTTP edge's view of the core's domain objects."""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, Field
+
+from broker.model import MAX_QUEUES, CheckRecord, Transaction, TransactionState
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+class TopicIn(BaseModel):
+    name: str = Field(min_length=1, max_length=127, pattern=r"^[A-Za-z0-9_%|-]+$")
+    queues: int = Field(default=4, ge=1, le=MAX_QUEUES)
+
+
+class TopicOut(BaseModel):
+    name: str
+    queues: int
+
+
+class TopicCreated(TopicOut):
+    created: bool
+
+
+class QueueOut(BaseModel):
+    queue_id: int
+    min_offset: int
+    max_offset: int
+
+
+class CheckOut(BaseModel):
+    check_no: int
+    checked_at: float = Field(description="broker time, seconds since the epoch")
+    client_id: str
+
+    @classmethod
+    def of(cls, check: CheckRecord) -> CheckOut:
+        return cls(check_no=check.check_no, checked_at=check.checked_at / 1000, client_id=check.client_id)
+
+
+class TransactionOut(BaseModel):
+    transaction_id: str
+    message_id: str
+    producer_group: str
+    topic: str
+    queue_id: int
+    state: TransactionState
+    check_times: int
+    half_stored_at: float = Field(description="broker time, seconds since the epoch")
+    age_seconds: float
+    last_check_at: float | None
+    next_check_at: float | None = Field(description="when the next check is due (pending only)")
+    orphaned: bool = Field(description="pending, and no producer of its group is online")
+    resolved_at: float | None
+    resolution_source: str | None
+
+
+class TransactionDetail(TransactionOut):
+    keys: list[str]
+    tags: str
+    properties: dict[str, str]
+    body_size: int
+    checks: list[CheckOut]
+
+
+class ConsumerOut(BaseModel):
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    max_offset: int
+    lag: int
+
+
+class Stats(BaseModel):
+    """Counters since the broker started, for rates: differences between two readings."""
+
+    time: float = Field(description="broker time, seconds since the epoch")
+    pending_half_messages: int
+    totals: dict[str, float] = Field(description="committed, rolled_back, discarded, checks_<outcome>")
+
+
+class Health(BaseModel):
+    status: str
+    pending_half_messages: int
+    producer_sessions: int
+
+
+def transaction_out(
+    txn: Transaction, *, now_ms: int, online: bool, transaction_timeout: float, check_timeout: float
+) -> dict[str, object]:
+    """The fields of TransactionOut for ``txn`` at broker time ``now_ms``."""
+    pending = txn.state is TransactionState.PENDING
+    next_check = None
+    if pending:
+        due = txn.half_stored_at / 1000 + transaction_timeout
+        if txn.last_check_at is not None:
+            due = max(due, txn.last_check_at / 1000 + check_timeout)
+        next_check = due
+    return {
+        "transaction_id": txn.transaction_id,
+        "message_id": txn.message_id,
+        "producer_group": txn.producer_group,
+        "topic": txn.topic,
+        "queue_id": txn.queue_id,
+        "state": txn.state,
+        "check_times": txn.check_times,
+        "half_stored_at": txn.half_stored_at / 1000,
+        "age_seconds": max(now_ms - txn.half_stored_at, 0) / 1000,
+        "last_check_at": None if txn.last_check_at is None else txn.last_check_at / 1000,
+        "next_check_at": next_check,
+        "orphaned": pending and not online,
+        "resolved_at": None if txn.resolved_at is None else txn.resolved_at / 1000,
+        "resolution_source": txn.resolution_source,
+    }

@@ -1,0 +1,100 @@
+// The halfmq dashboard: polls the admin API every 2 s, keeps 5 minutes of counter readings
+// in memory for the rate charts. No external assets: works offline.
+"use strict";
+
+const HISTORY_SECONDS = 300;
+const readings = [];  // {time, totals}
+const $ = (id) => document.getElementById(id);
+
+async function get(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+  return response.json();
+}
+
+function escape(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+
+function seconds(value) {
+  if (value === null || value === undefined) return "–";
+  if (value < 60) return `${value.toFixed(1)} s`;
+  if (value < 3600) return `${(value / 60).toFixed(1)} min`;
+  return `${(value / 3600).toFixed(1)} h`;
+}
+
+function checksDelivered(totals) {
+  return totals.checks_delivered || 0;
+}
+
+function drawChart(canvas, points) {
+  const ctx = canvas.getContext("2d");
+  const { width, height } = canvas;
+  ctx.clearRect(0, 0, width, height);
+  const max = Math.max(1, ...points.map((p) => p.rate));
+  ctx.strokeStyle = "#232b35";
+  ctx.beginPath(); ctx.moveTo(0, height - 0.5); ctx.lineTo(width, height - 0.5); ctx.stroke();
+  ctx.fillStyle = "#8a94a3"; ctx.font = "11px system-ui";
+  ctx.fillText(`${max.toFixed(1)}/s`, 4, 12);
+  if (points.length < 2) return;
+  const now = points[points.length - 1].time;
+  ctx.strokeStyle = "#4fb3ff"; ctx.lineWidth = 2; ctx.beginPath();
+  points.forEach((p, i) => {
+    const x = width - ((now - p.time) / HISTORY_SECONDS) * width;
+    const y = height - 4 - (p.rate / max) * (height - 20);
+    if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+  });
+  ctx.stroke();
+  canvas.dataset.points = String(points.length);
+  canvas.dataset.last = points[points.length - 1].rate.toFixed(3);
+}
+
+function rates(key) {
+  const points = [];
+  for (let i = 1; i < readings.length; i++) {
+    const [a, b] = [readings[i - 1], readings[i]];
+    const value = (r) => (key === "checks" ? checksDelivered(r.totals) : r.totals[key] || 0);
+    const dt = b.time - a.time;
+    if (dt > 0) points.push({ time: b.time, rate: Math.max(0, (value(b) - value(a)) / dt) });
+  }
+  return points;
+}
+
+async function refresh() {
+  try {
+    const [health, stats, pending, topics, consumers] = await Promise.all([
+      get("/healthz"), get("/stats"), get("/transactions?state=PENDING&limit=50"), get("/topics"), get("/consumers"),
+    ]);
+    $("health").textContent = health.status; $("health").className = "pill ok";
+    $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    $("pending").textContent = stats.pending_half_messages;
+    for (const key of ["committed", "rolled_back", "discarded"]) $(key).textContent = stats.totals[key] || 0;
+    $("checks").textContent = checksDelivered(stats.totals);
+    $("sessions").textContent = health.producer_sessions;
+
+    readings.push({ time: stats.time, totals: stats.totals });
+    while (readings.length && readings[0].time < stats.time - HISTORY_SECONDS) readings.shift();
+    for (const key of ["committed", "rolled_back", "discarded", "checks"]) drawChart($(`chart-${key}`), rates(key));
+
+    $("pending-total").textContent = `(${pending.total})`;
+    $("pending-rows").innerHTML = pending.items.length ? pending.items.map((t) => `<tr class="pending-row">
+        <td><code>${escape(t.transaction_id)}</code></td><td>${escape(t.producer_group)}</td><td>${escape(t.topic)}</td>
+        <td>${seconds(t.age_seconds)}</td><td>${t.check_times}</td>
+        <td>${t.next_check_at ? seconds(Math.max(0, t.next_check_at - stats.time)) : "–"}</td>
+        <td>${t.orphaned ? '<span class="orphaned">orphaned: no producer online</span>' : ""}</td></tr>`).join("")
+      : '<tr><td colspan="7" class="muted">none</td></tr>';
+
+    const queueLists = await Promise.all(topics.items.map((t) => get(`/topics/${encodeURIComponent(t.name)}/queues`)));
+    $("topic-rows").innerHTML = topics.items.flatMap((t, i) => queueLists[i].map((q) =>
+      `<tr><td>${escape(t.name)}</td><td>${q.queue_id}</td><td>${q.min_offset}</td><td>${q.max_offset}</td></tr>`)).join("");
+    $("consumer-rows").innerHTML = consumers.length ? consumers.map((c) =>
+      `<tr><td>${escape(c.group)}</td><td>${escape(c.topic)}</td><td>${c.queue_id}</td><td>${c.offset}</td><td>${c.lag}</td></tr>`).join("")
+      : '<tr><td colspan="5" class="muted">none</td></tr>';
+  } catch (error) {
+    $("health").textContent = "unreachable"; $("health").className = "pill bad";
+    $("updated").textContent = String(error);
+  }
+}
+
+refresh();
+setInterval(refresh, 2000);

@@ -1,0 +1,29 @@
+"""The one table from core errors to HTTP status codes, and the JSON error body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker import errors
+
+_STATUS: dict[type[errors.HalfmqError], int] = {
+    errors.InvalidArgument: 400,
+    errors.MessageTooLarge: 413,
+    errors.NotFound: 404,
+    errors.TopicNotFound: 404,
+    errors.TransactionNotFound: 404,
+    errors.HiddenTopic: 403,
+    errors.TopicExists: 409,
+    errors.ProducerGroupMismatch: 403,
+    errors.ResolutionConflict: 409,
+    errors.BrokerClosed: 503,
+}
+
+
+def status_for(error: errors.HalfmqError) -> int:
+    return _STATUS.get(type(error), 500)
+
+
+def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """``{"error": {"code": ..., "message": ...}}``: every error the admin API returns."""
+    return {"error": {"code": code, "message": message, **extra}}

@@ -1,0 +1,77 @@
+"""``/transactions``: the half messages, their checks, and operator actions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+
+from broker.clock import to_ms
+from broker.http_api.context import AdminContext, admin_context, require_token
+from broker.http_api.schemas import CheckOut, Page, TransactionDetail, TransactionOut, transaction_out
+from broker.model import Resolution, Transaction, TransactionState, check_transaction_id
+
+router = APIRouter(prefix="/transactions", tags=["transactions"])
+
+
+def _out(context: AdminContext, txn: Transaction) -> dict[str, Any]:
+    return transaction_out(
+        txn,
+        now_ms=to_ms(context.clock()),
+        online=bool(context.registry.sessions(txn.producer_group)),
+        transaction_timeout=context.settings.transaction_timeout,
+        check_timeout=context.settings.check_timeout,
+    )
+
+
+@router.get("", response_model=Page[TransactionOut])
+def list_transactions(
+    state: TransactionState | None = Query(TransactionState.PENDING, description="filter by state; omit for PENDING"),  # noqa: B008
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0),
+    context: AdminContext = Depends(admin_context),  # noqa: B008
+) -> Page[TransactionOut]:
+    """Transactions of one state, oldest half message first (pending by default)."""
+    items, total = context.store.list_transactions(state, limit, offset)
+    return Page[TransactionOut](
+        items=[TransactionOut(**_out(context, t)) for t in items], total=total, limit=limit, offset=offset
+    )
+
+
+@router.get("/{transaction_id}", response_model=TransactionDetail)
+def transaction_detail(
+    transaction_id: str,
+    context: AdminContext = Depends(admin_context),  # noqa: B008
+) -> TransactionDetail:
+    """One transaction with its message's metadata and every check delivered for it."""
+    txn = context.store.transaction(check_transaction_id(transaction_id))
+    half = context.store.half_message(txn)
+    return TransactionDetail(
+        **_out(context, txn),
+        keys=list(half.keys),
+        tags=half.tags,
+        properties=dict(half.properties),
+        body_size=len(half.body),
+        checks=[CheckOut.of(c) for c in context.store.checks_of(transaction_id)],
+    )
+
+
+@router.post("/{transaction_id}/commit", response_model=TransactionOut, dependencies=[Depends(require_token)])
+async def commit(transaction_id: str, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
+    """Commit a pending transaction as an operator: its message becomes visible once."""
+    await context.transactions.operator_end(transaction_id, Resolution.COMMIT)
+    return TransactionOut(**_out(context, context.store.transaction(transaction_id)))
+
+
+@router.post("/{transaction_id}/rollback", response_model=TransactionOut, dependencies=[Depends(require_token)])
+async def rollback(transaction_id: str, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
+    """Roll back a pending transaction as an operator: its message is never delivered."""
+    await context.transactions.operator_end(transaction_id, Resolution.ROLLBACK)
+    return TransactionOut(**_out(context, context.store.transaction(transaction_id)))
+
+
+@router.post("/{transaction_id}/resume", response_model=TransactionOut, dependencies=[Depends(require_token)])
+async def resume(transaction_id: str, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
+    """Make a discarded transaction pending again, with its check count reset."""
+    txn = await context.transactions.resume(transaction_id)
+    return TransactionOut(**_out(context, txn))
