@@ -116,7 +116,9 @@ def main() -> None:
     print(f"built a store of {args.messages:,} messages x {args.body} B in {time.perf_counter() - began:.0f}s")
 
     port = free_port()
-    broker = start([sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port)], "ready")
+    broker = start(
+        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0"], "ready"
+    )
     address = f"127.0.0.1:{port}"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession

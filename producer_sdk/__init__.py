@@ -14,6 +14,7 @@ from producer_sdk.errors import (
     TopicExists,
     TopicNotFound,
     TransactionNotFound,
+    Unauthenticated,
 )
 from producer_sdk.listener import TransactionListener
 from producer_sdk.message import (
@@ -53,4 +54,5 @@ __all__ = [
     "TransactionNotFound",
     "TransactionProducer",
     "TransactionState",
+    "Unauthenticated",
 ]

@@ -9,15 +9,15 @@ from producer_sdk._client import BrokerClient
 from producer_sdk._loop import LoopThread
 
 
-async def _make_client(broker: str, timeout: float) -> BrokerClient:
+async def _make_client(broker: str, timeout: float, token: str | None) -> BrokerClient:
     """Channels belong to the loop they are made on."""
-    return BrokerClient(broker, timeout=timeout)
+    return BrokerClient(broker, timeout=timeout, token=token)
 
 
 class BlockingClient:
-    def __init__(self, *, broker: str, timeout: float) -> None:
+    def __init__(self, *, broker: str, timeout: float, token: str | None) -> None:
         self._loop = LoopThread()
-        self._client = self._loop.run(_make_client(broker, timeout))
+        self._client = self._loop.run(_make_client(broker, timeout, token))
 
     def _call(self, method: str, request: Any) -> Any:
         return self._loop.run(self._client.call(method, request))

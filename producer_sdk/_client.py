@@ -27,10 +27,11 @@ class BrokerClient:
     """Calls the broker; every RPC of the protocol is idempotent, so unreachable-broker
     failures are retried with backoff until ``timeout`` seconds have passed."""
 
-    def __init__(self, broker: str, *, timeout: float) -> None:
+    def __init__(self, broker: str, *, timeout: float, token: str | None = None) -> None:
         self._channel = grpc.aio.insecure_channel(broker, options=_CHANNEL_OPTIONS)
         self.stub = pb_grpc.BrokerStub(self._channel)
         self.timeout = timeout
+        self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
 
     async def call(self, method: str, request: Any) -> Any:
         """Invoke the unary RPC ``method``; raise the typed error when it fails for good."""
@@ -40,7 +41,7 @@ class BrokerClient:
         while True:
             remaining = deadline - time.monotonic()
             try:
-                return await rpc(request, timeout=max(remaining, 0.01), wait_for_ready=True)
+                return await rpc(request, timeout=max(remaining, 0.01), wait_for_ready=True, metadata=self.metadata)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() not in _RETRYABLE or time.monotonic() + backoff >= deadline:
                     raise from_rpc_error(exc) from exc

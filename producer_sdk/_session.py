@@ -41,7 +41,7 @@ class SessionLoop:
         """Hold the session open until cancelled, or until the broker refuses the hello (see ``refused``)."""
         backoff = 0.05
         while True:
-            call = self._client.stub.ProducerSession()
+            call = self._client.stub.ProducerSession(metadata=self._client.metadata)
             try:
                 await call.write(self._hello)
                 welcome = await call.read()
@@ -56,7 +56,7 @@ class SessionLoop:
                         self._checks.add(task)
                         task.add_done_callback(self._checks.discard)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() is grpc.StatusCode.INVALID_ARGUMENT:
+                if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED):
                     self.refused = from_rpc_error(exc)
                     return
                 log.info("producer session lost (%s); reconnecting in %.2fs", exc.code().name, backoff)

@@ -11,8 +11,8 @@ from producer_sdk.message import PullResult
 class PullConsumer(BlockingClient):
     """Blocking consumer for one consumer ``group``; use as ``with``."""
 
-    def __init__(self, *, group: str, broker: str, timeout: float = 10.0) -> None:
-        super().__init__(broker=broker, timeout=timeout)
+    def __init__(self, *, group: str, broker: str, timeout: float = 10.0, token: str | None = None) -> None:
+        super().__init__(broker=broker, timeout=timeout, token=token)
         self.group = group
 
     def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:

@@ -5,6 +5,7 @@ Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matc
 
     HalfmqError
     ├── BrokerUnavailable        the broker could not be reached within the timeout
+    ├── Unauthenticated          the broker requires a token and none (or a wrong one) was given
     ├── InvalidArgument          the broker refused a malformed request
     │   └── MessageTooLarge      the body exceeds the broker's limit
     ├── NotFound
@@ -34,6 +35,10 @@ class HalfmqError(Exception):
 
 class BrokerUnavailable(HalfmqError):
     """Raised when the broker cannot be reached (after retries) or the client is closed."""
+
+
+class Unauthenticated(HalfmqError):
+    """Raised when the broker requires its auth token and the call did not carry it."""
 
 
 class InvalidArgument(HalfmqError):
@@ -98,6 +103,8 @@ def from_rpc_error(error: grpc.aio.AioRpcError) -> HalfmqError:
         kind = _BY_CODE[str(code)]
     elif status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         kind = BrokerUnavailable
+    elif status is grpc.StatusCode.UNAUTHENTICATED:
+        kind = Unauthenticated
     elif status is grpc.StatusCode.INVALID_ARGUMENT:
         kind = InvalidArgument
     else:

@@ -14,8 +14,8 @@ class Producer(BlockingClient):
     """Blocking producer of normal messages; use as ``with``. A send retried after a broker
     failure carries the same message id, so the broker stores it once."""
 
-    def __init__(self, *, broker: str, timeout: float = 10.0) -> None:
-        super().__init__(broker=broker, timeout=timeout)
+    def __init__(self, *, broker: str, timeout: float = 10.0, token: str | None = None) -> None:
+        super().__init__(broker=broker, timeout=timeout, token=token)
 
     def send(self, msg: Message) -> SendReceipt:
         response = self._call("SendMessage", pb.SendMessageRequest(message=message_to_pb(msg)))

@@ -26,6 +26,7 @@ class AsyncTransactionProducer:
 
     Listener methods may be ``async def`` (awaited) or plain (run in a pool of
     ``check_threads`` threads). ``timeout`` bounds every call to the broker, retries included.
+    ``token`` is the broker's shared auth token, if it has one.
     """
 
     def __init__(
@@ -37,8 +38,10 @@ class AsyncTransactionProducer:
         timeout: float = 10.0,
         check_threads: int = 4,
         client_id: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.group = group
+        self._token = token
         self.broker = broker
         self.listener = listener
         self.client_id = client_id or f"{group}-{uuid.uuid4().hex[:12]}"
@@ -56,7 +59,7 @@ class AsyncTransactionProducer:
     async def start(self) -> None:
         """Connect and open the session; raise BrokerUnavailable if that fails within ``timeout``,
         or InvalidArgument if the broker refuses the producer group."""
-        self._client = BrokerClient(self.broker, timeout=self._timeout)
+        self._client = BrokerClient(self.broker, timeout=self._timeout, token=self._token)
         self._session = SessionLoop(self._client, self.group, self.client_id, self._check)
         self._session_task = asyncio.create_task(self._session.run())
         connected = asyncio.create_task(self._session.connected.wait())
@@ -156,6 +159,7 @@ class TransactionProducer:
         timeout: float = 10.0,
         check_threads: int = 4,
         client_id: str | None = None,
+        token: str | None = None,
     ) -> None:
         self._loop = LoopThread()
         self._producer = AsyncTransactionProducer(
@@ -165,6 +169,7 @@ class TransactionProducer:
             timeout=timeout,
             check_threads=check_threads,
             client_id=client_id,
+            token=token,
         )
         self.listener = listener
 

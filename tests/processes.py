@@ -24,6 +24,7 @@ class BrokerProcess:
         self.data_dir = data_dir
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.http_port = free_port()
         self.log = data_dir.parent / "broker.log"
         self._args = [
             sys.executable,
@@ -33,6 +34,8 @@ class BrokerProcess:
             str(data_dir),
             "--grpc-port",
             str(self.port),
+            "--http-port",
+            str(self.http_port),
             "--topic",
             "orders:4",
             *args,

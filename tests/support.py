@@ -37,6 +37,7 @@ def broker_settings(data_dir: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
         "data_dir": data_dir,
         "grpc_port": 0,
+        "http_port": 0,
         "check_interval": 3600.0,
         "transaction_timeout": 1.0,
         "check_timeout": 0.5,
@@ -56,6 +57,7 @@ class BrokerThread:
         self.broker = self.run(self._build(settings, clock))
         self.run(self.broker.start())
         self.address = f"127.0.0.1:{self.broker.grpc_port}"
+        self.http = f"http://127.0.0.1:{self.broker.http_port}"
 
     @staticmethod
     async def _build(settings: Settings, clock: Any) -> Broker:

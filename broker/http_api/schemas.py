@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from broker.model import MAX_QUEUES, CheckRecord, Transaction, TransactionState
 
 T = TypeVar("T")
+MAX_OFFSET = 2**62  # list offsets beyond SQLite's 64-bit integers are refused, not a server error
 
 
 class Page(BaseModel, Generic[T]):

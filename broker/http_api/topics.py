@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, Query, Response
 
 from broker.http_api.context import AdminContext, admin_context, require_token
-from broker.http_api.schemas import Page, QueueOut, TopicCreated, TopicIn, TopicOut
+from broker.http_api.schemas import MAX_OFFSET, Page, QueueOut, TopicCreated, TopicIn, TopicOut
 
 router = APIRouter(prefix="/topics", tags=["topics"])
 
@@ -13,7 +13,7 @@ router = APIRouter(prefix="/topics", tags=["topics"])
 @router.get("", response_model=Page[TopicOut])
 def list_topics(
     limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> Page[TopicOut]:
     """Real topics (system topics are hidden)."""

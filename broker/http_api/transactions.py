@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from broker.clock import to_ms
 from broker.http_api.context import AdminContext, admin_context, require_token
-from broker.http_api.schemas import CheckOut, Page, TransactionDetail, TransactionOut, transaction_out
-from broker.model import Resolution, Transaction, TransactionState, check_transaction_id
+from broker.http_api.schemas import MAX_OFFSET, CheckOut, Page, TransactionDetail, TransactionOut, transaction_out
+from broker.model import Resolution, Transaction, TransactionState
 
 router = APIRouter(prefix="/transactions", tags=["transactions"])
+TransactionId = Annotated[str, Path(pattern="^[0-9a-f]{32}$", description="32 lowercase hex characters")]
 
 
 def _out(context: AdminContext, txn: Transaction) -> dict[str, Any]:
@@ -28,7 +29,7 @@ def _out(context: AdminContext, txn: Transaction) -> dict[str, Any]:
 def list_transactions(
     state: TransactionState | None = Query(TransactionState.PENDING, description="filter by state; omit for PENDING"),  # noqa: B008
     limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> Page[TransactionOut]:
     """Transactions of one state, oldest half message first (pending by default)."""
@@ -40,11 +41,11 @@ def list_transactions(
 
 @router.get("/{transaction_id}", response_model=TransactionDetail)
 def transaction_detail(
-    transaction_id: str,
+    transaction_id: TransactionId,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> TransactionDetail:
     """One transaction with its message's metadata and every check delivered for it."""
-    txn = context.store.transaction(check_transaction_id(transaction_id))
+    txn = context.store.transaction(transaction_id)
     half = context.store.half_message(txn)
     return TransactionDetail(
         **_out(context, txn),
@@ -57,21 +58,21 @@ def transaction_detail(
 
 
 @router.post("/{transaction_id}/commit", response_model=TransactionOut, dependencies=[Depends(require_token)])
-async def commit(transaction_id: str, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
+async def commit(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Commit a pending transaction as an operator: its message becomes visible once."""
     await context.transactions.operator_end(transaction_id, Resolution.COMMIT)
     return TransactionOut(**_out(context, context.store.transaction(transaction_id)))
 
 
 @router.post("/{transaction_id}/rollback", response_model=TransactionOut, dependencies=[Depends(require_token)])
-async def rollback(transaction_id: str, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
+async def rollback(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Roll back a pending transaction as an operator: its message is never delivered."""
     await context.transactions.operator_end(transaction_id, Resolution.ROLLBACK)
     return TransactionOut(**_out(context, context.store.transaction(transaction_id)))
 
 
 @router.post("/{transaction_id}/resume", response_model=TransactionOut, dependencies=[Depends(require_token)])
-async def resume(transaction_id: str, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
+async def resume(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Make a discarded transaction pending again, with its check count reset."""
     txn = await context.transactions.resume(transaction_id)
     return TransactionOut(**_out(context, txn))
