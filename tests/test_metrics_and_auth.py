@@ -1,0 +1,103 @@
+"""Prometheus metrics after a scripted sequence, and the shared auth token on gRPC and HTTP (issue 4)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from producer_sdk import (
+    LocalTransactionState,
+    Message,
+    Producer,
+    PullConsumer,
+    TransactionProducer,
+    Unauthenticated,
+)
+from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, store_snapshot, wait_until
+
+
+def scrape(broker) -> dict[str, float]:
+    text = httpx.get(f"{broker.http}/metrics").text
+    values = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            values[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return values
+
+
+def test_metrics_follow_commits_rollbacks_checks_and_discards(broker, clock):
+    listener = ScriptedListener("UNKNOWN")
+    for key, outcome in {"c1": "COMMIT", "c2": "COMMIT", "r1": "ROLLBACK"}.items():
+        listener.outcomes[key] = LocalTransactionState[outcome]
+    with TransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
+        for key in ("c1", "c2", "r1", "later"):
+            producer.send_message_in_transaction(Message(topic="orders", body=key.encode(), keys=[key]))
+        assert scrape(broker)["halfmq_half_messages"] == 1
+        clock.advance(10)
+        assert broker.check_once().checked == 1  # answered UNKNOWN
+        wait_until(lambda: scrape(broker).get("halfmq_checks_total{outcome=answered_unknown}") == 1)
+        listener.outcomes["later"] = LocalTransactionState.COMMIT
+        clock.advance(10)
+        assert broker.check_once().checked == 1  # answered COMMIT
+        wait_until(lambda: scrape(broker)["halfmq_commit_messages_total"] == 3)
+    with TransactionProducer(group="orphans", broker=broker.address, listener=ScriptedListener("UNKNOWN")) as p:
+        p.send_message_in_transaction(Message(topic="orders", body=b"orphan"))
+    clock.advance(broker.broker.settings.max_half_age + 1)
+    assert broker.check_once().discarded == 1
+
+    values = scrape(broker)
+    assert values["halfmq_commit_messages_total"] == 3
+    assert values["halfmq_rollback_messages_total"] == 1
+    assert values["halfmq_discard_messages_total"] == 1
+    assert values["halfmq_half_messages"] == 0
+    assert values["halfmq_checks_total{outcome=delivered}"] == 2
+    assert values["halfmq_checks_total{outcome=answered_commit}"] == 1
+    assert values["halfmq_checks_total{outcome=answered_unknown}"] == 1
+    assert values["halfmq_finish_latency_seconds_count"] == 5
+    assert values["halfmq_store_group_commit_jobs_count"] >= 1
+    assert values["halfmq_store_commit_latency_seconds_sum"] > 0
+    stats = httpx.get(f"{broker.http}/stats").json()
+    assert stats["totals"]["committed"] == 3 and stats["totals"]["checks_delivered"] == 2
+
+
+@pytest.fixture
+def secured(tmp_path):
+    broker = BrokerThread(broker_settings(tmp_path / "data", auth_token="s3cret"), FakeClock())
+    yield broker
+    broker.stop()
+
+
+def test_without_the_token_every_grpc_call_is_refused_and_nothing_changes(secured):
+    before = store_snapshot(secured.broker.settings.data_dir)
+    with Producer(broker=secured.address, timeout=2) as producer, pytest.raises(Unauthenticated):
+        producer.send(Message(topic="orders", body=b"x"))
+    with PullConsumer(group="c", broker=secured.address, timeout=2) as consumer, pytest.raises(Unauthenticated):
+        consumer.queue_offsets("orders")
+    with pytest.raises(Unauthenticated):
+        TransactionProducer(group="g", broker=secured.address, listener=ScriptedListener(), timeout=2).start()
+    with Producer(broker=secured.address, token="wrong", timeout=2) as producer, pytest.raises(Unauthenticated):
+        producer.send(Message(topic="orders", body=b"x"))
+    assert store_snapshot(secured.broker.settings.data_dir) == before
+
+
+def test_with_the_token_grpc_calls_and_sessions_work(secured):
+    with TransactionProducer(group="g", broker=secured.address, listener=ScriptedListener(), token="s3cret") as p:
+        result = p.send_message_in_transaction(Message(topic="orders", body=b"ok"))
+    assert result.state is not None and result.state.value == "COMMITTED"
+
+
+def test_mutating_http_calls_need_the_token_and_reads_do_not(secured):
+    url = secured.http
+    before = store_snapshot(secured.broker.settings.data_dir)
+    refused = httpx.post(f"{url}/topics", json={"name": "payments", "queues": 1})
+    assert refused.status_code == 401 and refused.json()["error"]["code"] == "UNAUTHENTICATED"
+    wrong = httpx.post(f"{url}/topics", json={"name": "payments"}, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    txid = "0" * 32
+    assert httpx.post(f"{url}/transactions/{txid}/commit").status_code == 401
+    assert store_snapshot(secured.broker.settings.data_dir) == before
+    assert httpx.get(f"{url}/topics").status_code == 200
+    created = httpx.post(f"{url}/topics", json={"name": "payments"}, headers={"Authorization": "Bearer s3cret"})
+    assert created.status_code == 201
