@@ -33,6 +33,22 @@ class TopicCreated(TopicOut):
     created: bool
 
 
+class MessageIn(BaseModel):
+    """A test message sent through the admin API (normal, not transactional)."""
+
+    body: str = Field(description="UTF-8 text")
+    keys: list[str] = Field(default_factory=list)
+    tags: str = ""
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+class SendReceiptOut(BaseModel):
+    message_id: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+
+
 class QueueOut(BaseModel):
     queue_id: int
     min_offset: int

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import uuid
+
 from fastapi import APIRouter, Depends, Query, Response
 
+from broker.clock import to_ms
 from broker.http_api.context import AdminContext, admin_context, require_token
-from broker.http_api.schemas import MAX_OFFSET, Page, QueueOut, TopicCreated, TopicIn, TopicOut
+from broker.http_api.schemas import (
+    MAX_OFFSET,
+    MessageIn,
+    Page,
+    QueueOut,
+    SendReceiptOut,
+    TopicCreated,
+    TopicIn,
+    TopicOut,
+)
+from broker.model import Message
 
 router = APIRouter(prefix="/topics", tags=["topics"])
 
@@ -33,6 +46,31 @@ async def create_topic(
     if not created:
         response.status_code = 200
     return TopicCreated(name=topic.name, queues=topic.queues, created=created)
+
+
+@router.post("/{name}/messages", response_model=SendReceiptOut, status_code=201, dependencies=[Depends(require_token)])
+async def send_message(
+    name: str,
+    message: MessageIn,
+    context: AdminContext = Depends(admin_context),  # noqa: B008
+) -> SendReceiptOut:
+    """Send a normal (non-transactional) test message to a topic."""
+    (stored,) = await context.messaging.send(
+        [
+            Message(
+                topic=name,
+                body=message.body.encode(),
+                message_id=uuid.uuid4().hex,
+                keys=tuple(message.keys),
+                tags=message.tags,
+                properties=message.properties,
+                born_timestamp=to_ms(context.clock()),
+            )
+        ]
+    )
+    return SendReceiptOut(
+        message_id=stored.message_id, topic=stored.topic, queue_id=stored.queue_id, queue_offset=stored.queue_offset
+    )
 
 
 @router.get("/{name}/queues", response_model=list[QueueOut])

@@ -1,0 +1,3 @@
+from halfmq_cli.main import main
+
+main()

@@ -1,0 +1,51 @@
+"""A minimal JSON client of the admin API (standard library only)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+class AdminError(Exception):
+    """The admin API answered with an error, or could not be reached."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class AdminClient:
+    def __init__(self, url: str, token: str | None, timeout: float = 10.0) -> None:
+        self._url = url.rstrip("/")
+        self._token = token
+        self._timeout = timeout
+
+    def get(self, path: str, **query: object) -> Any:
+        params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
+        return self._request("GET", f"{path}?{params}" if params else path)
+
+    def post(self, path: str, body: object = None) -> Any:
+        return self._request("POST", path, body)
+
+    def _request(self, method: str, path: str, body: object = None) -> Any:
+        headers = {"Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        request = urllib.request.Request(self._url + path, data=data, headers=headers, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                return json.load(response)
+        except urllib.error.HTTPError as exc:
+            try:
+                error = json.load(exc)["error"]
+            except (ValueError, KeyError, TypeError):
+                raise AdminError(f"HTTP_{exc.code}", exc.reason) from None
+            raise AdminError(error["code"], error["message"]) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise AdminError("UNREACHABLE", f"cannot reach the admin API at {self._url}: {exc}") from None

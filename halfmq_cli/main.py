@@ -1,0 +1,146 @@
+"""``halfmq`` command line: topics, transactions, consumers, test messages.
+
+    halfmq [--url URL] [--token TOKEN] [--json] <resource> <action> ...
+
+Human tables by default, ``--json`` for scripts. Exit code 0 on success, 1 when the broker
+refuses the request (the error code is printed), 2 on a usage error or an unreachable broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from halfmq_cli.client import AdminClient, AdminError
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """Rows as an aligned text table with a header line."""
+    cells = [[str(row.get(c, "")) if row.get(c) is not None else "-" for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(lines) if rows else lines[0] + "\n(none)"
+
+
+def _ago(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.1f}s"
+
+
+def _transaction_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    now = time.time()
+    return [
+        {
+            **t,
+            "age": _ago(t["age_seconds"]),
+            "next_check": _ago(t["next_check_at"] - now) if t["next_check_at"] else "-",
+        }
+        for t in items
+    ]
+
+
+TXN_COLUMNS = ("transaction_id", "state", "producer_group", "topic", "age", "check_times", "next_check", "orphaned")
+
+
+def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
+    """Carry out the command; return (JSON result, human text)."""
+    resource, action = args.resource, args.action
+    if resource == "topics":
+        if action == "list":
+            page = client.get("/topics", limit=1000)
+            return page, table(page["items"], ("name", "queues"))
+        if action == "create":
+            created = client.post("/topics", {"name": args.name, "queues": args.queues})
+            return (
+                created,
+                f"topic {args.name} {'created' if created['created'] else 'already exists'} ({args.queues} queues)",
+            )
+        queues = client.get(f"/topics/{args.name}/queues")
+        return queues, table(queues, ("queue_id", "min_offset", "max_offset"))
+    if resource == "transactions":
+        if action == "list":
+            page = client.get("/transactions", state=args.state, limit=args.limit, offset=args.offset)
+            text = table(_transaction_rows(page["items"]), TXN_COLUMNS)
+            return page, f"{text}\n{page['total']} {args.state.lower()} in all"
+        if action == "show":
+            detail = client.get(f"/transactions/{args.id}")
+            fields = "\n".join(f"{k}: {v}" for k, v in detail.items() if k != "checks")
+            checks = table(detail["checks"], ("check_no", "checked_at", "client_id"))
+            return detail, f"{fields}\nchecks:\n{checks}"
+        result = client.post(f"/transactions/{args.id}/{action}")
+        return result, f"transaction {args.id} is {result['state']}"
+    if resource == "consumers":
+        rows = client.get("/consumers")
+        if action == "lag":
+            lag: dict[tuple[str, str], int] = {}
+            for row in rows:
+                lag[(row["group"], row["topic"])] = lag.get((row["group"], row["topic"]), 0) + row["lag"]
+            summary = [{"group": g, "topic": t, "lag": n} for (g, t), n in sorted(lag.items())]
+            return summary, table(summary, ("group", "topic", "lag"))
+        return rows, table(rows, ("group", "topic", "queue_id", "offset", "max_offset", "lag"))
+    receipt = client.post(f"/topics/{args.topic}/messages", {"body": args.body, "keys": args.key, "tags": args.tags})
+    return (
+        receipt,
+        f"sent {receipt['message_id']} to {receipt['topic']}/{receipt['queue_id']} at offset {receipt['queue_offset']}",
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="halfmq", description="Operate a halfmq broker through its admin API.")
+    root.add_argument("--url", default=os.environ.get("HALFMQ_URL", "http://127.0.0.1:8080"), help="admin API URL")
+    root.add_argument("--token", default=os.environ.get("HALFMQ_AUTH_TOKEN"), help="the broker's auth token")
+    root.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    resources = root.add_subparsers(dest="resource", required=True)
+
+    topics = resources.add_parser("topics", help="list, create and inspect topics").add_subparsers(
+        dest="action", required=True
+    )
+    topics.add_parser("list", help="list topics")
+    create = topics.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--queues", type=int, default=4)
+    topics.add_parser("offsets", help="per-queue offsets of a topic").add_argument("name")
+
+    txns = resources.add_parser("transactions", help="half messages and operator actions").add_subparsers(
+        dest="action", required=True
+    )
+    listing = txns.add_parser("list", help="list transactions of one state")
+    listing.add_argument("--state", default="PENDING", choices=["PENDING", "COMMITTED", "ROLLED_BACK", "DISCARDED"])
+    listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--offset", type=int, default=0)
+    for action, text in (
+        ("show", "one transaction and its checks"),
+        ("commit", "commit a pending transaction"),
+        ("rollback", "roll back a pending transaction"),
+        ("resume", "make a discarded transaction pending again"),
+    ):
+        txns.add_parser(action, help=text).add_argument("id")
+
+    consumers = resources.add_parser("consumers", help="consumer offsets and lag").add_subparsers(
+        dest="action", required=True
+    )
+    consumers.add_parser("offsets", help="committed offset per group, topic and queue")
+    consumers.add_parser("lag", help="total lag per group and topic")
+
+    send = resources.add_parser("send", help="send a normal test message")
+    send.add_argument("topic")
+    send.add_argument("body")
+    send.add_argument("--key", action="append", default=[])
+    send.add_argument("--tags", default="")
+    send.set_defaults(action="send")
+    return root
+
+
+def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> None:
+    args = parser().parse_args(argv)
+    try:
+        result, text = run(args, AdminClient(args.url, args.token))
+    except AdminError as exc:
+        print(f"halfmq: {exc}", file=sys.stderr)
+        sys.exit(2 if exc.code == "UNREACHABLE" else 1)
+    out(json.dumps(result, indent=2) if args.json else text)
