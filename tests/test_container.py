@@ -1,0 +1,112 @@
+"""The broker as a real container: Dockerfile lint, then build and run it with podman (issue 4).
+
+The image is built on a local base image made by scripts/container-base.sh (no registry); the
+container keeps its store in a named volume and is reached from the host through the SDK.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionProducer
+from tests.processes import free_port
+from tests.support import ScriptedListener, wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_dockerfile_is_lint_clean():
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
+    result = subprocess.run([hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def podman_env() -> dict[str, str]:
+    """Build (or reuse) the local base image; skip only if podman cannot be installed here."""
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "container-base.sh")], capture_output=True, text=True)
+    if result.returncode != 0:
+        if shutil.which("podman") is None:
+            pytest.skip(f"podman could not be installed: {result.stderr[-500:]}")
+        raise AssertionError(f"container-base.sh failed: {result.stderr[-2000:]}")
+    env = dict(os.environ)
+    for assignment in result.stdout.split("export", 1)[1].split():
+        key, _, value = assignment.partition("=")
+        env[key] = value
+    return env
+
+
+def podman(env: dict[str, str], *args: str, timeout: float = 900) -> str:
+    result = subprocess.run(["podman", *args], capture_output=True, text=True, env=env, timeout=timeout)
+    assert result.returncode == 0, f"podman {' '.join(args)}: {result.stderr[-3000:]}"
+    return result.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def image() -> Iterator[tuple[dict[str, str], str]]:
+    env = podman_env()
+    tag = f"localhost/halfmq:test-{uuid.uuid4().hex[:8]}"
+    podman(env, "build", "--build-arg", f"BASE_IMAGE={env['HALFMQ_BASE_IMAGE']}", "-t", tag, str(ROOT))
+    yield env, tag
+    subprocess.run(["podman", "rmi", "-f", tag], env=env, capture_output=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_the_container_keeps_committed_messages_across_a_restart(image):
+    env, tag = image
+    grpc_port, http_port = free_port(), free_port()
+    volume, name = f"halfmq-test-{uuid.uuid4().hex[:8]}", f"halfmq-test-{uuid.uuid4().hex[:8]}"
+    podman(env, "volume", "create", volume)
+    try:
+        podman(
+            env, "run", "-d", "--name", name, "--network", "host", "-v", f"{volume}:/data",
+            # Host networking shares the host's interfaces: bind loopback only.
+            "-e", "HALFMQ_HOST=127.0.0.1", "-e", f"HALFMQ_GRPC_PORT={grpc_port}", "-e", f"HALFMQ_HTTP_PORT={http_port}",
+            "-e", "HALFMQ_TOPICS=orders:4", "-e", "HALFMQ_CHECK_INTERVAL=0.5", "-e", "HALFMQ_TRANSACTION_TIMEOUT=1",
+            tag,
+        )  # fmt: skip
+        http = f"http://127.0.0.1:{http_port}"
+        healthy = lambda: httpx.get(f"{http}/healthz", timeout=2).status_code == 200  # noqa: E731
+        wait_until(lambda: _safely(healthy), 60)
+        podman(env, "healthcheck", "run", name)
+        assert podman(env, "exec", name, "id", "-u") == "10001"
+
+        listener = ScriptedListener("UNKNOWN")
+        outcomes = {"c1": "COMMIT", "c2": "COMMIT", "r1": "ROLLBACK", "later": "UNKNOWN"}
+        for key, outcome in outcomes.items():
+            listener.outcomes[key] = LocalTransactionState[outcome]
+        with TransactionProducer(group="g", broker=f"127.0.0.1:{grpc_port}", listener=listener) as producer:
+            for key in outcomes:
+                producer.send_message_in_transaction(Message(topic="orders", body=key.encode(), keys=[key]))
+            listener.outcomes["later"] = LocalTransactionState.COMMIT  # the check-back will find it committed
+            wait_until(lambda: httpx.get(f"{http}/healthz").json()["pending_half_messages"] == 0, 30)
+        assert listener.checked, "the broker in the container checked back with the host's producer"
+
+        podman(env, "restart", name)
+        wait_until(lambda: _safely(healthy), 60)
+        with PullConsumer(group="audit", broker=f"127.0.0.1:{grpc_port}") as consumer:
+            bodies = sorted(
+                m.body
+                for q in consumer.queue_offsets("orders")
+                for m in consumer.pull("orders", queue_id=q, offset=0).messages
+            )
+        assert bodies == [b"c1", b"c2", b"later"]
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], env=env, capture_output=True)
+        subprocess.run(["podman", "volume", "rm", "-f", volume], env=env, capture_output=True)
+
+
+def _safely(check) -> bool:
+    try:
+        return bool(check())
+    except httpx.HTTPError:
+        return False
