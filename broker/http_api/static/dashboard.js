@@ -38,9 +38,12 @@ function drawChart(canvas, points) {
   ctx.fillText(`${max.toFixed(1)}/s`, 4, 12);
   if (points.length < 2) return;
   const now = points[points.length - 1].time;
+  // The window grows with the history kept, from 30 s up to 5 minutes.
+  const span = Math.min(HISTORY_SECONDS, Math.max(30, now - points[0].time));
+  ctx.fillText(`last ${Math.round(span)} s`, width - 70, 12);
   ctx.strokeStyle = "#4fb3ff"; ctx.lineWidth = 2; ctx.beginPath();
   points.forEach((p, i) => {
-    const x = width - ((now - p.time) / HISTORY_SECONDS) * width;
+    const x = width - ((now - p.time) / span) * width;
     const y = height - 4 - (p.rate / max) * (height - 20);
     if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
   });

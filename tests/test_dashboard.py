@@ -1,0 +1,96 @@
+"""The dashboard in a real headless Chromium while transactions flow (issue 4).
+
+Chromium is Debian's (installed here if missing); Playwright's Python package drives it through
+``executable_path``, so no browser is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from producer_sdk import Message, TransactionProducer
+from tests.support import BrokerThread, ScriptedListener, broker_settings
+
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = pytest.mark.e2e
+
+
+def chromium() -> str:
+    if not Path(CHROMIUM).exists():
+        installed = subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "chromium"],
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+            capture_output=True,
+            text=True,
+        )
+        if installed.returncode != 0 or not Path(CHROMIUM).exists():
+            pytest.skip(f"Debian's chromium could not be installed: {installed.stderr[-500:]}")
+    return CHROMIUM
+
+
+@pytest.fixture
+def live_broker(tmp_path):
+    """A broker on the real clock, checking every half second."""
+    broker = BrokerThread(broker_settings(tmp_path / "data", check_interval=0.5, transaction_timeout=1.0))
+    yield broker
+    broker.stop()
+
+
+def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    stop = threading.Event()
+
+    def traffic() -> None:
+        listener = ScriptedListener("COMMIT")
+        with TransactionProducer(group="shop", broker=live_broker.address, listener=listener) as producer:
+            n = 0
+            while not stop.is_set():
+                producer.send_message_in_transaction(Message(topic="orders", body=b"x", keys=[f"k{n}"]))
+                n += 1
+                stop.wait(0.05)
+        with TransactionProducer(group="gone", broker=live_broker.address, listener=ScriptedListener("UNKNOWN")) as p:
+            for i in range(3):  # these stay pending: their producer group goes offline
+                p.send_message_in_transaction(Message(topic="orders", body=b"pending", keys=[f"p{i}"]))
+
+    sender = threading.Thread(target=traffic)
+    sender.start()
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=chromium(),
+                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                      "--no-first-run", "--disable-sync", "--disable-quic"],
+            )  # fmt: skip
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(live_broker.http)
+            page.wait_for_function(
+                "() => Number(document.getElementById('chart-committed').dataset.points || 0) >= 2"
+                " && Number(document.getElementById('chart-committed').dataset.last || 0) > 0",
+                timeout=30_000,
+            )
+            first_total = int(page.inner_text("#committed"))
+            stop.set()
+            sender.join(30)
+            page.wait_for_selector("tr.pending-row", timeout=30_000)
+            page.wait_for_function("() => document.querySelectorAll('tr.pending-row').length === 3", timeout=30_000)
+            assert "orphaned" in page.inner_text("#pending-rows")
+            assert int(page.inner_text("#committed")) >= first_total > 0
+            assert page.inner_text("#health") == "ok"
+            assert "orders" in page.inner_text("#topic-rows")
+            screenshot = tmp_path / "dashboard.png"
+            page.screenshot(path=str(screenshot), full_page=True)
+            browser.close()
+        assert screenshot.stat().st_size > 10_000
+        if os.environ.get("HALFMQ_TEST_OUTPUT"):
+            shutil.copy(screenshot, Path(os.environ["HALFMQ_TEST_OUTPUT"]) / "dashboard.png")
+        print(f"dashboard screenshot: {screenshot}")
+    finally:
+        stop.set()
+        sender.join(30)
