@@ -1,5 +1,6 @@
 # halfmq broker image: the broker and its CLI only (no Spark, no SDK).
-#   podman build --build-arg BASE_IMAGE="$HALFMQ_BASE_IMAGE" -t halfmq .   (see scripts/container-base.sh)
+#   podman build --format docker --build-arg BASE_IMAGE="$HALFMQ_BASE_IMAGE" -t halfmq .   (see scripts/container-base.sh;
+#   --format docker keeps the HEALTHCHECK, which the OCI format drops)
 #   podman run -d -v halfmq-data:/data -p 10911:10911 -p 8080:8080 -e HALFMQ_TOPICS=orders:4 halfmq
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}

@@ -17,7 +17,11 @@ async def serve(broker: Broker) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop(grace=0)  # release the port and the store before reporting the failure
+        raise
     print(
         f"halfmq broker ready grpc={broker.settings.host}:{broker.grpc_port}"
         f" http={broker.settings.host}:{broker.http_port}",

@@ -88,7 +88,7 @@ class Broker:
         """Stop accepting calls, let in-flight ones finish, commit every write, close the store."""
         if self._http is not None and self._http_task is not None:
             self._http.should_exit = True
-            await self._http_task
+            await asyncio.gather(self._http_task, return_exceptions=True)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

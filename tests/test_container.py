@@ -54,7 +54,18 @@ def podman(env: dict[str, str], *args: str, timeout: float = 900) -> str:
 def image() -> Iterator[tuple[dict[str, str], str]]:
     env = podman_env()
     tag = f"localhost/halfmq:test-{uuid.uuid4().hex[:8]}"
-    podman(env, "build", "--build-arg", f"BASE_IMAGE={env['HALFMQ_BASE_IMAGE']}", "-t", tag, str(ROOT))
+    # Docker format: OCI images cannot carry a HEALTHCHECK.
+    podman(
+        env,
+        "build",
+        "--format",
+        "docker",
+        "--build-arg",
+        f"BASE_IMAGE={env['HALFMQ_BASE_IMAGE']}",
+        "-t",
+        tag,
+        str(ROOT),
+    )
     yield env, tag
     subprocess.run(["podman", "rmi", "-f", tag], env=env, capture_output=True)
 
