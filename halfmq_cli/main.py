@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
         result = client.post(f"/transactions/{args.id}/{action}")
         return result, f"transaction {args.id} is {result['state']}"
     if resource == "consumers":
-        rows = client.get("/consumers")
+        rows = client.get("/consumers", limit=1000)["items"]
         if action == "lag":
             lag: dict[tuple[str, str], int] = {}
             for row in rows:

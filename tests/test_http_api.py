@@ -86,6 +86,11 @@ def test_topics_are_listed_created_and_inspected(http, broker):
         ("post", "/transactions/xyz/rollback", None, 422, "INVALID_ARGUMENT"),
         ("post", f"/transactions/{'0' * 32}/resume", None, 404, "TRANSACTION_NOT_FOUND"),
         ("get", "/nothing-here", None, 404, "NOT_FOUND"),
+        ("post", "/topics/nope/messages", {"body": "x"}, 404, "TOPIC_NOT_FOUND"),
+        ("post", f"/topics/{HALF_TOPIC}/messages", {"body": "x"}, 403, "HIDDEN_TOPIC"),
+        ("post", "/topics/orders/messages", {"keys": ["k"]}, 422, "INVALID_ARGUMENT"),
+        ("post", "/topics/orders/messages", {"body": "x", "keys": [""]}, 400, "INVALID_ARGUMENT"),
+        ("get", "/consumers?limit=5000", None, 422, "INVALID_ARGUMENT"),
         ("delete", "/topics", None, 405, "METHOD_NOT_ALLOWED"),
     ],
 )
@@ -166,8 +171,18 @@ def test_consumers_show_committed_offsets_and_lag(http, broker):
         queue = next(q for q, (_, high) in consumer.queue_offsets("orders").items() if high)
         high = consumer.queue_offsets("orders")[queue][1]
         consumer.commit_offset("orders", queue_id=queue, offset=high - 1)
-    assert http.get("/consumers").json() == [
+    assert http.get("/consumers").json()["items"] == [
         {"group": "audit", "topic": "orders", "queue_id": queue, "offset": high - 1, "max_offset": high, "lag": 1}
+    ]
+    assert http.get("/consumers", params={"offset": 1}).json() == {"items": [], "total": 1, "limit": 100, "offset": 1}
+
+
+def test_a_test_message_is_sent_through_the_admin_api(http, broker):
+    receipt = http.post("/topics/orders/messages", json={"body": "hi", "keys": ["k"], "tags": "t"})
+    assert receipt.status_code == 201
+    rows = topic_rows(broker.broker.settings.data_dir, "orders")
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        (receipt.json()["message_id"], receipt.json()["queue_id"], receipt.json()["queue_offset"], b"hi")
     ]
 
 

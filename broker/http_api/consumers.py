@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 
 from broker.http_api.context import AdminContext, admin_context
-from broker.http_api.schemas import ConsumerOut
+from broker.http_api.schemas import MAX_OFFSET, ConsumerOut, Page
 
 router = APIRouter(prefix="/consumers", tags=["consumers"])
 
 
-@router.get("", response_model=list[ConsumerOut])
-def consumers(context: AdminContext = Depends(admin_context)) -> list[ConsumerOut]:  # noqa: B008
+@router.get("", response_model=Page[ConsumerOut])
+def consumers(
+    limit: int = Query(100, ge=1, le=1000),
+    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    context: AdminContext = Depends(admin_context),  # noqa: B008
+) -> Page[ConsumerOut]:
     """Every consumer group's committed offset per queue, with lag = newest offset - committed."""
+    groups = context.store.consumer_groups()
     result = []
-    for group, topic, queue_id, offset in context.store.consumer_groups():
+    for group, topic, queue_id, committed in groups[offset : offset + limit]:
         _, high = context.store.queue_range(topic, queue_id)
         result.append(
             ConsumerOut(
-                group=group, topic=topic, queue_id=queue_id, offset=offset, max_offset=high, lag=max(high - offset, 0)
+                group=group,
+                topic=topic,
+                queue_id=queue_id,
+                offset=committed,
+                max_offset=high,
+                lag=max(high - committed, 0),
             )
         )
-    return result
+    return Page[ConsumerOut](items=result, total=len(groups), limit=limit, offset=offset)

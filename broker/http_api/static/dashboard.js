@@ -90,7 +90,7 @@ async function refresh() {
     const queueLists = await Promise.all(topics.items.map((t) => get(`/topics/${encodeURIComponent(t.name)}/queues`)));
     $("topic-rows").innerHTML = topics.items.flatMap((t, i) => queueLists[i].map((q) =>
       `<tr><td>${escape(t.name)}</td><td>${q.queue_id}</td><td>${q.min_offset}</td><td>${q.max_offset}</td></tr>`)).join("");
-    $("consumer-rows").innerHTML = consumers.length ? consumers.map((c) =>
+    $("consumer-rows").innerHTML = consumers.items.length ? consumers.items.map((c) =>
       `<tr><td>${escape(c.group)}</td><td>${escape(c.topic)}</td><td>${c.queue_id}</td><td>${c.offset}</td><td>${c.lag}</td></tr>`).join("")
       : '<tr><td colspan="5" class="muted">none</td></tr>';
   } catch (error) {
