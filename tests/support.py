@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from broker.app import Broker
 from broker.config import Settings
 from broker.model import Topic
-from broker.store.sqlite_store import DB_FILE
+from broker.store import DB_FILE
 from producer_sdk import LocalTransactionState, TransactionListener
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.store.sqlite_store import DB_FILE
+from broker.store import DB_FILE
 from producer_sdk import (
     HalfmqError,
     LocalTransactionState,

@@ -1,5 +1,6 @@
 """The durable store: SQLite in WAL mode behind a small interface, written by one group-commit thread."""
 
-from broker.store.sqlite_store import Flush, Store
+from broker.store.sql import Flush
+from broker.store.sqlite_store import DB_FILE, Store
 
-__all__ = ["Flush", "Store"]
+__all__ = ["DB_FILE", "Flush", "Store"]

@@ -6,13 +6,10 @@ connection per thread and see every write that has returned. Nothing outside thi
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from broker.errors import (
     BrokerClosed,
@@ -36,128 +33,20 @@ from broker.model import (
     TransactionState,
 )
 from broker.store.schema import DDL, VERSION
+from broker.store.sql import (
+    MESSAGE_COLUMNS,
+    TRANSACTION_COLUMNS,
+    Flush,
+    append_message,
+    connect,
+    copy_half,
+    find_message,
+    row_to_message,
+    row_to_transaction,
+)
 from broker.store.writer import GroupCommitWriter
 
 DB_FILE = "halfmq.db"
-
-
-class Flush(Enum):
-    """When a write is acknowledged. SYNC: after fsync. ASYNC: after the write reaches the OS."""
-
-    SYNC = "sync"
-    ASYNC = "async"
-
-
-_MESSAGE_COLUMNS = (
-    "topic, queue_id, queue_offset, message_id, transaction_id, keys, tags, properties, body,"
-    " born_timestamp, store_timestamp"
-)
-# The next offset of a queue (topic, queue_id parameters); offsets are dense from 0.
-_NEXT_OFFSET = "(SELECT COALESCE(MAX(queue_offset) + 1, 0) FROM messages WHERE topic = ? AND queue_id = ?)"
-_TRANSACTION_COLUMNS = (
-    "transaction_id, producer_group, half_offset, topic, queue_id, message_id, state, check_times,"
-    " half_stored_at, last_check_at, resolved_at, resolution_source, resumes"
-)
-
-
-def _connect(path: Path, flush: Flush) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    # In WAL mode FULL syncs the WAL on every commit; NORMAL leaves it to the OS (a process
-    # crash loses nothing, a power cut may lose the last commits).
-    conn.execute(f"PRAGMA synchronous={'FULL' if flush is Flush.SYNC else 'NORMAL'}")
-    conn.execute("PRAGMA busy_timeout=5000")
-    return conn
-
-
-def _row_to_message(row: Sequence[Any]) -> StoredMessage:
-    """A message row as stored (SQLite already gives the right types); empty JSON is not parsed,
-    which matters on the pull path, where most messages carry no keys or properties."""
-    (topic, queue_id, queue_offset, message_id, transaction_id, keys, tags, props, body, born, stored) = row
-    return StoredMessage(
-        topic,
-        queue_id,
-        queue_offset,
-        message_id,
-        transaction_id,
-        () if keys == "[]" else tuple(json.loads(keys)),
-        tags,
-        {} if props == "{}" else json.loads(props),
-        body,
-        born,
-        stored,
-    )
-
-
-def _row_to_transaction(row: Sequence[Any]) -> Transaction:
-    (txid, group, half_offset, topic, queue_id, message_id, state, checks, stored_at, last_check, *rest) = row
-    resolved_at, resolution_source, resumes = rest
-    return Transaction(
-        transaction_id=txid,
-        producer_group=group,
-        half_offset=half_offset,
-        topic=topic,
-        queue_id=queue_id,
-        message_id=message_id,
-        state=TransactionState(state),
-        check_times=checks,
-        half_stored_at=stored_at,
-        last_check_at=last_check,
-        resolved_at=resolved_at,
-        resolution_source=resolution_source,
-        resumes=resumes,
-    )
-
-
-def _append(
-    conn: sqlite3.Connection,
-    topic: str,
-    queue_id: int,
-    message: Message,
-    now_ms: int,
-    *,
-    transaction_id: str = "",
-    extra_properties: dict[str, str] | None = None,
-) -> StoredMessage:
-    properties = {**message.properties, **(extra_properties or {})}
-    (queue_offset,) = conn.execute(
-        f"INSERT INTO messages ({_MESSAGE_COLUMNS}) VALUES (?, ?, {_NEXT_OFFSET}, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " RETURNING queue_offset",
-        (
-            topic,
-            queue_id,
-            topic,
-            queue_id,
-            message.message_id,
-            transaction_id,
-            json.dumps(list(message.keys)),
-            message.tags,
-            json.dumps(properties, sort_keys=True),
-            message.body,
-            message.born_timestamp,
-            now_ms,
-        ),
-    ).fetchone()
-    return StoredMessage(
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        message_id=message.message_id,
-        transaction_id=transaction_id,
-        keys=message.keys,
-        tags=message.tags,
-        properties=properties,
-        body=message.body,
-        born_timestamp=message.born_timestamp,
-        store_timestamp=now_ms,
-    )
-
-
-def _find(conn: sqlite3.Connection, topic: str, message_id: str) -> StoredMessage | None:
-    row = conn.execute(
-        f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND message_id = ?", (topic, message_id)
-    ).fetchone()
-    return None if row is None else _row_to_message(row)
 
 
 class Store:
@@ -170,7 +59,7 @@ class Store:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.path = data_dir / DB_FILE
         self._flush = flush
-        write_conn = _connect(self.path, flush)
+        write_conn = connect(self.path, flush)
         write_conn.executescript(DDL)
         write_conn.execute(f"PRAGMA user_version={VERSION}")
         write_conn.executemany(
@@ -207,7 +96,7 @@ class Store:
             raise BrokerClosed("the store is closed")
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = _connect(self.path, self._flush)
+            conn = connect(self.path, self._flush)
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
@@ -253,8 +142,8 @@ class Store:
 
         def work(conn: sqlite3.Connection) -> list[StoredMessage]:
             return [
-                _find(conn, message.topic, message.message_id)
-                or _append(conn, message.topic, queue_id, message, now_ms)
+                find_message(conn, message.topic, message.message_id)
+                or append_message(conn, message.topic, queue_id, message, now_ms)
                 for message, queue_id in placed
             ]
 
@@ -265,13 +154,13 @@ class Store:
         rows = (
             self._reader()
             .execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ?"
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ?"
                 " ORDER BY queue_offset LIMIT ?",
                 (topic, queue_id, offset, limit),
             )
             .fetchall()
         )
-        return [_row_to_message(r) for r in rows]
+        return [row_to_message(r) for r in rows]
 
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
         """``(min_offset, max_offset)`` of a queue; max is one past the newest message, (0, 0) when empty."""
@@ -299,11 +188,11 @@ class Store:
 
         def work(conn: sqlite3.Connection) -> Transaction:
             existing = conn.execute(
-                f"SELECT {_TRANSACTION_COLUMNS} FROM transactions WHERE message_id = ?", (message.message_id,)
+                f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE message_id = ?", (message.message_id,)
             ).fetchone()
             if existing is not None:
-                return _row_to_transaction(existing)
-            half = _append(
+                return row_to_transaction(existing)
+            half = append_message(
                 conn,
                 HALF_TOPIC,
                 0,
@@ -365,9 +254,9 @@ class Store:
             if not txn.state.transition(target):
                 return EndResult(state=txn.state, already_resolved=True, half_stored_at=txn.half_stored_at)
             if target is TransactionState.COMMITTED:
-                _copy_half(conn, txn, txn.topic, txn.queue_id, now_ms, {})
+                copy_half(conn, txn, txn.topic, txn.queue_id, now_ms, {})
             elif target is TransactionState.DISCARDED and not txn.resumes:  # discarded once: one copy kept
-                _copy_half(
+                copy_half(
                     conn,
                     txn,
                     DISCARD_TOPIC,
@@ -381,7 +270,7 @@ class Store:
                 message_id=f"op-{txn.half_offset}" + (f".{txn.resumes}" if txn.resumes else ""),
                 tags=OP_TAG,
             )
-            _append(conn, OP_TOPIC, 0, op, now_ms, transaction_id=transaction_id)
+            append_message(conn, OP_TOPIC, 0, op, now_ms, transaction_id=transaction_id)
             conn.execute(
                 "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?",
                 (target.value, now_ms, source, transaction_id),
@@ -440,11 +329,11 @@ class Store:
         conn = self._reader()
         (total,) = conn.execute(f"SELECT COUNT(*) FROM transactions {where}", params).fetchone()
         rows = conn.execute(
-            f"SELECT {_TRANSACTION_COLUMNS} FROM transactions {where} ORDER BY half_stored_at, half_offset"
+            f"SELECT {TRANSACTION_COLUMNS} FROM transactions {where} ORDER BY half_stored_at, half_offset"
             " LIMIT ? OFFSET ?",
             (*params, limit, offset),
         ).fetchall()
-        return [_row_to_transaction(r) for r in rows], int(total)
+        return [row_to_transaction(r) for r in rows], int(total)
 
     def checks_of(self, transaction_id: str) -> list[CheckRecord]:
         rows = (
@@ -466,12 +355,12 @@ class Store:
         row = (
             self._reader()
             .execute(
-                f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
                 (HALF_TOPIC, txn.half_offset),
             )
             .fetchone()
         )
-        return _row_to_message(row)
+        return row_to_message(row)
 
     def pending(self, stored_before_ms: int, limit: int) -> list[Transaction]:
         """Return up to ``limit`` PENDING transactions whose half was stored before the given
@@ -479,13 +368,13 @@ class Store:
         rows = (
             self._reader()
             .execute(
-                f"SELECT {_TRANSACTION_COLUMNS} FROM transactions WHERE state = ? AND half_stored_at < ?"
+                f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE state = ? AND half_stored_at < ?"
                 " ORDER BY half_stored_at LIMIT ?",
                 (TransactionState.PENDING.value, stored_before_ms, limit),
             )
             .fetchall()
         )
-        return [_row_to_transaction(r) for r in rows]
+        return [row_to_transaction(r) for r in rows]
 
     def pending_count(self) -> int:
         (count,) = (
@@ -498,11 +387,11 @@ class Store:
     @staticmethod
     def _transaction(conn: sqlite3.Connection, transaction_id: str) -> Transaction:
         row = conn.execute(
-            f"SELECT {_TRANSACTION_COLUMNS} FROM transactions WHERE transaction_id = ?", (transaction_id,)
+            f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE transaction_id = ?", (transaction_id,)
         ).fetchone()
         if row is None:
             raise TransactionNotFound(f"no half message has transaction id {transaction_id}")
-        return _row_to_transaction(row)
+        return row_to_transaction(row)
 
     # --- consumer offsets ---------------------------------------------------------------
 
@@ -530,26 +419,3 @@ class Store:
             .fetchall()
         )
         return dict(rows)
-
-
-_SYSTEM_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY")
-# The producer's properties back from the half copy: system properties removed, then ``extra`` set.
-_RESTORED_PROPERTIES = (
-    "json_patch(json_remove(properties, " + ", ".join(f"'$.{p}'" for p in _SYSTEM_PROPERTIES) + "), ?)"
-)
-
-
-def _copy_half(
-    conn: sqlite3.Connection, txn: Transaction, topic: str, queue_id: int, now_ms: int, extra: dict[str, str]
-) -> None:
-    """Append the producer's message, copied from its half message, to ``topic``/``queue_id``.
-
-    The copy happens inside SQLite: the body never passes through Python.
-    """
-    conn.execute(
-        f"INSERT INTO messages ({_MESSAGE_COLUMNS})"
-        f" SELECT ?, ?, {_NEXT_OFFSET},"
-        f" message_id, transaction_id, keys, tags, {_RESTORED_PROPERTIES}, body, born_timestamp, ?"
-        " FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
-        (topic, queue_id, topic, queue_id, json.dumps(extra), now_ms, HALF_TOPIC, txn.half_offset),
-    )

@@ -1,0 +1,157 @@
+"""SQL building blocks of the store: connections, row mapping, appends to a queue log.
+
+Used inside the writer's jobs and by the readers; nothing outside ``broker.store`` imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from broker.model import HALF_TOPIC, Message, StoredMessage, Transaction, TransactionState
+
+
+class Flush(Enum):
+    """When a write is acknowledged. SYNC: after fsync. ASYNC: after the write reaches the OS."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+
+
+MESSAGE_COLUMNS = (
+    "topic, queue_id, queue_offset, message_id, transaction_id, keys, tags, properties, body,"
+    " born_timestamp, store_timestamp"
+)
+# The next offset of a queue (topic, queue_id parameters); offsets are dense from 0.
+NEXT_OFFSET = "(SELECT COALESCE(MAX(queue_offset) + 1, 0) FROM messages WHERE topic = ? AND queue_id = ?)"
+TRANSACTION_COLUMNS = (
+    "transaction_id, producer_group, half_offset, topic, queue_id, message_id, state, check_times,"
+    " half_stored_at, last_check_at, resolved_at, resolution_source, resumes"
+)
+
+
+def connect(path: Path, flush: Flush) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    # In WAL mode FULL syncs the WAL on every commit; NORMAL leaves it to the OS (a process
+    # crash loses nothing, a power cut may lose the last commits).
+    conn.execute(f"PRAGMA synchronous={'FULL' if flush is Flush.SYNC else 'NORMAL'}")
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
+def row_to_message(row: Sequence[Any]) -> StoredMessage:
+    """A message row as stored (SQLite already gives the right types); empty JSON is not parsed,
+    which matters on the pull path, where most messages carry no keys or properties."""
+    (topic, queue_id, queue_offset, message_id, transaction_id, keys, tags, props, body, born, stored) = row
+    return StoredMessage(
+        topic,
+        queue_id,
+        queue_offset,
+        message_id,
+        transaction_id,
+        () if keys == "[]" else tuple(json.loads(keys)),
+        tags,
+        {} if props == "{}" else json.loads(props),
+        body,
+        born,
+        stored,
+    )
+
+
+def row_to_transaction(row: Sequence[Any]) -> Transaction:
+    (txid, group, half_offset, topic, queue_id, message_id, state, checks, stored_at, last_check, *rest) = row
+    resolved_at, resolution_source, resumes = rest
+    return Transaction(
+        transaction_id=txid,
+        producer_group=group,
+        half_offset=half_offset,
+        topic=topic,
+        queue_id=queue_id,
+        message_id=message_id,
+        state=TransactionState(state),
+        check_times=checks,
+        half_stored_at=stored_at,
+        last_check_at=last_check,
+        resolved_at=resolved_at,
+        resolution_source=resolution_source,
+        resumes=resumes,
+    )
+
+
+def append_message(
+    conn: sqlite3.Connection,
+    topic: str,
+    queue_id: int,
+    message: Message,
+    now_ms: int,
+    *,
+    transaction_id: str = "",
+    extra_properties: dict[str, str] | None = None,
+) -> StoredMessage:
+    properties = {**message.properties, **(extra_properties or {})}
+    (queue_offset,) = conn.execute(
+        f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, {NEXT_OFFSET}, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " RETURNING queue_offset",
+        (
+            topic,
+            queue_id,
+            topic,
+            queue_id,
+            message.message_id,
+            transaction_id,
+            json.dumps(list(message.keys)),
+            message.tags,
+            json.dumps(properties, sort_keys=True),
+            message.body,
+            message.born_timestamp,
+            now_ms,
+        ),
+    ).fetchone()
+    return StoredMessage(
+        topic=topic,
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        message_id=message.message_id,
+        transaction_id=transaction_id,
+        keys=message.keys,
+        tags=message.tags,
+        properties=properties,
+        body=message.body,
+        born_timestamp=message.born_timestamp,
+        store_timestamp=now_ms,
+    )
+
+
+def find_message(conn: sqlite3.Connection, topic: str, message_id: str) -> StoredMessage | None:
+    row = conn.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND message_id = ?", (topic, message_id)
+    ).fetchone()
+    return None if row is None else row_to_message(row)
+
+
+_SYSTEM_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY")
+# The producer's properties back from the half copy: system properties removed, then ``extra`` set.
+_RESTORED_PROPERTIES = (
+    "json_patch(json_remove(properties, " + ", ".join(f"'$.{p}'" for p in _SYSTEM_PROPERTIES) + "), ?)"
+)
+
+
+def copy_half(
+    conn: sqlite3.Connection, txn: Transaction, topic: str, queue_id: int, now_ms: int, extra: dict[str, str]
+) -> None:
+    """Append the producer's message, copied from its half message, to ``topic``/``queue_id``.
+
+    The copy happens inside SQLite: the body never passes through Python.
+    """
+    conn.execute(
+        f"INSERT INTO messages ({MESSAGE_COLUMNS})"
+        f" SELECT ?, ?, {NEXT_OFFSET},"
+        f" message_id, transaction_id, keys, tags, {_RESTORED_PROPERTIES}, body, born_timestamp, ?"
+        " FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
+        (topic, queue_id, topic, queue_id, json.dumps(extra), now_ms, HALF_TOPIC, txn.half_offset),
+    )
