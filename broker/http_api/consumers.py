@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 
 from broker.http_api.context import AdminContext, admin_context
-from broker.http_api.schemas import MAX_OFFSET, ConsumerOut, Page
+from broker.http_api.schemas import ConsumerOut, Limit, Offset, Page
 
 router = APIRouter(prefix="/consumers", tags=["consumers"])
 
 
 @router.get("", response_model=Page[ConsumerOut])
 def consumers(
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    limit: Limit = 100,
+    offset: Offset = 0,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> Page[ConsumerOut]:
     """Every consumer group's committed offset per queue, with lag = newest offset - committed."""

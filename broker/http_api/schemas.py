@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Annotated, Generic, TypeVar
 
+from fastapi import Query
 from pydantic import BaseModel, Field
 
 from broker.model import MAX_QUEUES, CheckRecord, Transaction, TransactionState
@@ -17,6 +18,11 @@ class Page(BaseModel, Generic[T]):
     total: int
     limit: int
     offset: int
+
+
+# The pagination query parameters every list endpoint takes.
+Limit = Annotated[int, Query(ge=1, le=1000, description="items per page")]
+Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="items to skip")]
 
 
 class TopicIn(BaseModel):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Response
 
 from broker.clock import to_ms
 from broker.http_api.context import AdminContext, admin_context, require_token
 from broker.http_api.schemas import (
-    MAX_OFFSET,
+    Limit,
     MessageIn,
+    Offset,
     Page,
     QueueOut,
     SendReceiptOut,
@@ -25,8 +26,8 @@ router = APIRouter(prefix="/topics", tags=["topics"])
 
 @router.get("", response_model=Page[TopicOut])
 def list_topics(
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    limit: Limit = 100,
+    offset: Offset = 0,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> Page[TopicOut]:
     """Real topics (system topics are hidden)."""

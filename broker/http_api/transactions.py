@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query
 
 from broker.clock import to_ms
 from broker.http_api.context import AdminContext, admin_context, require_token
-from broker.http_api.schemas import MAX_OFFSET, CheckOut, Page, TransactionDetail, TransactionOut, transaction_out
+from broker.http_api.schemas import CheckOut, Limit, Offset, Page, TransactionDetail, TransactionOut, transaction_out
 from broker.model import Resolution, Transaction, TransactionState
 
 router = APIRouter(prefix="/transactions", tags=["transactions"])
@@ -28,8 +28,8 @@ def _out(context: AdminContext, txn: Transaction) -> dict[str, Any]:
 @router.get("", response_model=Page[TransactionOut])
 def list_transactions(
     state: TransactionState | None = Query(TransactionState.PENDING, description="filter by state; omit for PENDING"),  # noqa: B008
-    limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0, le=MAX_OFFSET),
+    limit: Limit = 100,
+    offset: Offset = 0,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> Page[TransactionOut]:
     """Transactions of one state, oldest half message first (pending by default)."""
