@@ -117,7 +117,20 @@ def main() -> None:
 
     port = free_port()
     broker = start(
-        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0"], "ready"
+        [
+            sys.executable,
+            "-m",
+            "broker",
+            "--data-dir",
+            str(data),
+            "--grpc-port",
+            str(port),
+            "--http-port",
+            "0",
+            "--rocketmq-port",
+            "0",
+        ],
+        "ready",
     )
     address = f"127.0.0.1:{port}"
     os.environ["PYSPARK_PYTHON"] = sys.executable

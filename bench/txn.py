@@ -121,7 +121,8 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-"))
     port = free_port()
     broker = start(
-        [*BROKER_CMD, "--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0", "--topic", "bench:4",
+        [*BROKER_CMD, "--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0", "--rocketmq-port", "0",
+         "--topic", "bench:4",
          "--flush", args.flush, "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3"],
         "halfmq broker ready",
     )  # fmt: skip

@@ -33,6 +33,7 @@ class Broker:
     clock: Clock = system_clock
     grpc_port: int = 0
     http_port: int = 0
+    rocketmq_port: int = 0
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -50,6 +51,7 @@ class Broker:
         )
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
+        self._rocketmq: grpc.aio.Server | None = None
         self._http_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -78,11 +80,37 @@ class Broker:
                 raise RuntimeError(f"the HTTP server could not start on port {self.settings.http_port}")
             await asyncio.sleep(0.01)
         self.http_port = self._http.port
+        await self._start_rocketmq()
         self._tasks.append(asyncio.create_task(self.checks.run(self.settings.check_interval)))
         log.info(
             "halfmq broker serving gRPC on %s:%d and HTTP on %s:%d, store %s",
             self.settings.host, self.grpc_port, self.settings.host, self.http_port, self.store.path,
         )  # fmt: skip
+
+    async def _start_rocketmq(self) -> None:
+        """Serve the RocketMQ 5 protocol too, when its optional modules are installed."""
+        from broker.rocketmq_api.protocol import ProtocolUnavailable
+
+        try:
+            from broker.rocketmq_api.servicer import RocketMQServicer
+            from broker.rocketmq_api.servicer import create_server as create_rocketmq_server
+        except ProtocolUnavailable as exc:
+            log.info("RocketMQ 5 front end off: %s", exc)
+            return
+        address = f"{self.settings.host}:{self.settings.rocketmq_port}"
+        self._rocketmq, port = create_rocketmq_server(
+            lambda port: RocketMQServicer(
+                self.messaging,
+                self.transactions,
+                self.registry,
+                advertised=(self.settings.host, port),
+                max_body_bytes=self.settings.max_body_bytes,
+            ),
+            address,
+        )
+        await self._rocketmq.start()
+        self.rocketmq_port = port
+        log.info("RocketMQ 5 front end (apache.rocketmq.v2) on %s:%d", self.settings.host, port)
 
     async def stop(self, grace: float = 2.0) -> None:
         """Stop accepting calls, let in-flight ones finish, commit every write, close the store."""
@@ -92,7 +120,8 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.stop(grace)
+        for server in (self._server, self._rocketmq):
+            if server is not None:
+                await server.stop(grace)
         self.store.close()
         log.info("halfmq broker stopped")

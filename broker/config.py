@@ -22,6 +22,7 @@ class Settings:
     host: str = "127.0.0.1"
     grpc_port: int = 10911
     http_port: int = 8080
+    rocketmq_port: int = 8081
     check_interval: float = 30.0
     transaction_timeout: float = 6.0
     check_max: int = 5
@@ -67,6 +68,7 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("host", str, "address to bind (default 127.0.0.1)"),
     ("grpc_port", int, "native gRPC port (default 10911)"),
     ("http_port", int, "HTTP admin port (default 8080)"),
+    ("rocketmq_port", int, "RocketMQ 5 gRPC port, served when halfmq[rocketmq] is installed (default 8081)"),
     ("check_interval", _positive(float), "seconds between check rounds (default 30)"),
     ("transaction_timeout", _positive(float), "seconds before an unresolved half message is checked (default 6)"),
     ("check_max", _positive(int), "checks before a half message is discarded (default 5)"),

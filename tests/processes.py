@@ -25,6 +25,7 @@ class BrokerProcess:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.http_port = free_port()
+        self.rocketmq_port = free_port()
         self.log = data_dir.parent / "broker.log"
         self._args = [
             sys.executable,
@@ -36,6 +37,8 @@ class BrokerProcess:
             str(self.port),
             "--http-port",
             str(self.http_port),
+            "--rocketmq-port",
+            str(self.rocketmq_port),
             "--topic",
             "orders:4",
             *args,

@@ -38,6 +38,7 @@ def broker_settings(data_dir: Path, **overrides: Any) -> Settings:
         "data_dir": data_dir,
         "grpc_port": 0,
         "http_port": 0,
+        "rocketmq_port": 0,
         "check_interval": 3600.0,
         "transaction_timeout": 1.0,
         "check_timeout": 0.5,

@@ -1,0 +1,256 @@
+"""``apache.rocketmq.v2.MessagingService`` for the official RocketMQ 5 producers.
+
+Transactional producers are grouped per topic (producer group ``RMQ5%<topic>``): RocketMQ 5
+checks any live producer of a topic, and its clients announce topics, not groups. Checks of
+that group are pushed down the client's Telemetry stream as RecoverOrphanedTransactionCommand
+by the same check service, with the same limits, as for the native protocol. RPCs not listed
+here answer UNIMPLEMENTED (the generated base class).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from broker import errors
+from broker.messaging import MessagingService
+from broker.model import Message, Resolution, Source, StoredMessage, check_data_topic
+from broker.rocketmq_api.protocol import load
+from broker.transaction.registry import CheckRequest, ProducerRegistry
+from broker.transaction.service import TransactionService
+
+definition, service, service_grpc = load()
+log = logging.getLogger(__name__)
+
+_CODES = {
+    errors.TopicNotFound: definition.TOPIC_NOT_FOUND,
+    errors.HiddenTopic: definition.ILLEGAL_TOPIC,
+    errors.MessageTooLarge: definition.MESSAGE_BODY_TOO_LARGE,
+    errors.TransactionNotFound: definition.INVALID_TRANSACTION_ID,
+    errors.ProducerGroupMismatch: definition.FORBIDDEN,
+    errors.ResolutionConflict: definition.PRECONDITION_FAILED,
+    errors.BrokerClosed: definition.INTERNAL_ERROR,
+}
+_SYSTEM_PROPERTIES = {"REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY"}
+
+
+def group_of(topic: str) -> str:
+    """The producer group of RocketMQ 5 transactional producers of ``topic``."""
+    return f"RMQ5%{topic}"
+
+
+def status(error: errors.HalfmqError | None = None) -> Any:
+    if error is None:
+        return definition.Status(code=definition.OK, message="OK")
+    return definition.Status(code=_CODES.get(type(error), definition.BAD_REQUEST), message=str(error))
+
+
+def _timestamp(ms: int) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromMilliseconds(ms)
+    return stamp
+
+
+def to_rocketmq(message: StoredMessage) -> Any:
+    """A half message as the RocketMQ 5 client expects it in a check command."""
+    user = {k: v for k, v in message.properties.items() if k not in _SYSTEM_PROPERTIES}
+    return definition.Message(
+        topic=definition.Resource(name=message.properties.get("REAL_TOPIC", message.topic)),
+        user_properties=user,
+        system_properties=definition.SystemProperties(
+            tag=message.tags or None,
+            keys=list(message.keys),
+            message_id=message.message_id,
+            body_digest=definition.Digest(type=definition.CRC32, checksum=f"{zlib.crc32(message.body):08X}"),
+            body_encoding=definition.IDENTITY,
+            message_type=definition.TRANSACTION,
+            born_timestamp=_timestamp(message.born_timestamp),
+            store_timestamp=_timestamp(message.store_timestamp),
+            queue_id=message.queue_id,
+            queue_offset=message.queue_offset,
+        ),
+        body=message.body,
+    )
+
+
+class TelemetrySession:
+    """A RocketMQ 5 producer's Telemetry stream, registered once per topic it publishes."""
+
+    def __init__(self, topic: str, client_id: str, context: grpc.aio.ServicerContext, lock: asyncio.Lock) -> None:
+        self.producer_group = group_of(topic)
+        self.client_id = client_id
+        self._context = context
+        self._lock = lock
+
+    async def deliver(self, request: CheckRequest) -> None:
+        command = service.RecoverOrphanedTransactionCommand(
+            message=to_rocketmq(request.message), transaction_id=request.transaction_id
+        )
+        async with self._lock:
+            await self._context.write(service.TelemetryCommand(recover_orphaned_transaction_command=command))
+
+
+class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[name-defined]
+    def __init__(
+        self,
+        messaging: MessagingService,
+        transactions: TransactionService,
+        registry: ProducerRegistry,
+        *,
+        advertised: tuple[str, int],
+        max_body_bytes: int,
+    ) -> None:
+        self._messaging = messaging
+        self._transactions = transactions
+        self._registry = registry
+        self._advertised = advertised
+        self._max_body_bytes = max_body_bytes
+        self._sessions: dict[str, list[TelemetrySession]] = {}
+
+    async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        topic = request.topic.name
+        try:
+            check_data_topic(topic)
+            queues = self._messaging.queue_offsets(topic)
+        except errors.HalfmqError as exc:
+            return service.QueryRouteResponse(status=status(exc))
+        host, port = self._advertised
+        if host in ("0.0.0.0", "::") and request.endpoints.addresses:  # answer with the address the client used
+            host = request.endpoints.addresses[0].host
+        broker = definition.Broker(
+            name="halfmq",
+            id=0,
+            endpoints=definition.Endpoints(
+                scheme=definition.IPv4, addresses=[definition.Address(host=host, port=port)]
+            ),
+        )
+        return service.QueryRouteResponse(
+            status=status(),
+            message_queues=[
+                definition.MessageQueue(
+                    topic=definition.Resource(name=topic, resource_namespace=request.topic.resource_namespace),
+                    id=queue_id,
+                    permission=definition.READ_WRITE,
+                    broker=broker,
+                    accept_message_types=[definition.NORMAL, definition.TRANSACTION],
+                )
+                for queue_id in queues
+            ],
+        )
+
+    async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return service.HeartbeatResponse(status=status())
+
+    async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        entries = []
+        for message in request.messages:
+            properties = message.system_properties
+            core = Message(
+                topic=message.topic.name,
+                body=message.body,
+                message_id=properties.message_id,
+                keys=tuple(properties.keys),
+                tags=properties.tag,
+                properties=dict(message.user_properties),
+                born_timestamp=properties.born_timestamp.ToMilliseconds(),
+            )
+            try:
+                if properties.message_type == definition.TRANSACTION:
+                    txn = await self._transactions.prepare(core, group_of(core.topic))
+                    entries.append(
+                        service.SendResultEntry(
+                            status=status(),
+                            message_id=txn.message_id,
+                            transaction_id=txn.transaction_id,
+                            offset=txn.half_offset,
+                        )
+                    )
+                elif properties.message_type in (definition.NORMAL, definition.MESSAGE_TYPE_UNSPECIFIED):
+                    (stored,) = await self._messaging.send([core])
+                    entries.append(
+                        service.SendResultEntry(
+                            status=status(), message_id=stored.message_id, offset=stored.queue_offset
+                        )
+                    )
+                else:
+                    unsupported = definition.Status(
+                        code=definition.UNSUPPORTED, message="halfmq accepts NORMAL and TRANSACTION messages"
+                    )
+                    entries.append(service.SendResultEntry(status=unsupported, message_id=properties.message_id))
+            except errors.HalfmqError as exc:
+                entries.append(service.SendResultEntry(status=status(exc), message_id=properties.message_id))
+        failed = next((e.status for e in entries if e.status.code != definition.OK), None)
+        return service.SendMessageResponse(status=failed or status(), entries=entries)
+
+    async def EndTransaction(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        resolution = {definition.COMMIT: Resolution.COMMIT, definition.ROLLBACK: Resolution.ROLLBACK}.get(
+            request.resolution
+        )
+        if resolution is None:
+            bad = definition.Status(code=definition.BAD_REQUEST, message="resolution must be COMMIT or ROLLBACK")
+            return service.EndTransactionResponse(status=bad)
+        source = Source.CHECK if request.source == definition.SOURCE_SERVER_CHECK else Source.CLIENT
+        group = group_of(request.topic.name)
+        try:
+            if source is Source.CHECK:
+                await self._transactions.answer_check(request.transaction_id, group, resolution)
+            else:
+                await self._transactions.end(request.transaction_id, group, resolution, source)
+        except errors.HalfmqError as exc:
+            return service.EndTransactionResponse(status=status(exc))
+        return service.EndTransactionResponse(status=status())
+
+    async def Telemetry(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        client_id = dict(context.invocation_metadata() or ()).get("x-mq-client-id", "")
+        if not client_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "x-mq-client-id metadata is required")
+        lock = asyncio.Lock()
+        sessions: list[TelemetrySession] = []
+        try:
+            while (command := await context.read()) is not grpc.aio.EOF:
+                if not command.HasField("settings"):
+                    continue
+                settings = self._settings(command.settings)
+                async with lock:
+                    await context.write(service.TelemetryCommand(status=status(), settings=settings))
+                known = {s.producer_group for s in sessions}
+                for topic in command.settings.publishing.topics:
+                    if group_of(topic.name) not in known:
+                        session = TelemetrySession(topic.name, client_id, context, lock)
+                        self._registry.register(session)
+                        sessions.append(session)
+        finally:
+            for session in sessions:
+                self._registry.unregister(session)
+
+    async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return service.NotifyClientTerminationResponse(status=status())
+
+    def _settings(self, asked: Any) -> Any:
+        """The client's settings completed with the broker's: body limit, backoff, timeout."""
+        settings = definition.Settings()
+        settings.CopyFrom(asked)
+        settings.publishing.max_body_size = self._max_body_bytes
+        settings.publishing.validate_message_type = True
+        settings.backoff_policy.max_attempts = 3
+        settings.backoff_policy.exponential_backoff.initial.FromMilliseconds(10)
+        settings.backoff_policy.exponential_backoff.max.FromMilliseconds(1000)
+        settings.backoff_policy.exponential_backoff.multiplier = 2.0
+        if not settings.request_timeout.seconds:
+            settings.request_timeout.seconds = 3
+        return settings
+
+
+def create_server(make_servicer: Callable[[int], RocketMQServicer], address: str) -> tuple[grpc.aio.Server, int]:
+    """An unstarted server for the RocketMQ 5 front end, and the port it bound. The servicer is
+    made once the port is known, because routes advertise it."""
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+    port = server.add_insecure_port(address)
+    service_grpc.add_MessagingServiceServicer_to_server(make_servicer(port), server)
+    return server, port

@@ -1,0 +1,62 @@
+"""A RocketMQ 5 transactional producer using the official Python client, for the compat tests.
+
+    python -m tests.programs.rmq5_producer ENDPOINT MODE
+MODE ``send``: commit "rmq-commit", roll back "rmq-rollback", print each receipt, exit.
+MODE ``orphan``: send "rmq-orphan" as a half message, print ORPHANED, then wait to be killed.
+MODE ``checker``: stay online answering checks with COMMIT until stdin closes.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rocketmq import (
+    ClientConfiguration,
+    Credentials,
+    Message,
+    Producer,
+    TransactionChecker,
+    TransactionResolution,
+)
+
+
+class CommitChecker(TransactionChecker):
+    def check(self, message: Message) -> TransactionResolution:
+        print(f"CHECKED {message.body.decode()}", flush=True)
+        return TransactionResolution.COMMIT
+
+
+def message(body: str) -> Message:
+    msg = Message()
+    msg.topic = "orders"
+    msg.body = body.encode()
+    msg.tag = "rmq"
+    msg.keys = body
+    return msg
+
+
+def main(endpoint: str, mode: str) -> None:
+    producer = Producer(ClientConfiguration(endpoint, Credentials()), ("orders",), CommitChecker())
+    producer.startup()
+    if mode == "send":
+        for body, commit in (("rmq-commit", True), ("rmq-rollback", False)):
+            transaction = producer.begin_transaction()
+            receipt = producer.send(message(body), transaction)
+            transaction.commit() if commit else transaction.rollback()
+            print(f"SENT {body} {receipt.message_id} {receipt.transaction_id}", flush=True)
+        normal = producer.send(message("rmq-normal"))
+        print(f"SENT rmq-normal {normal.message_id}", flush=True)
+        producer.shutdown()
+    elif mode == "orphan":
+        producer.send(message("rmq-orphan"), producer.begin_transaction())
+        print("ORPHANED", flush=True)
+        time.sleep(3600)
+    else:
+        print("CHECKER READY", flush=True)
+        sys.stdin.read()
+        producer.shutdown()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
