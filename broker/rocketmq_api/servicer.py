@@ -247,6 +247,18 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         return settings
 
 
+async def _unimplemented(self: RocketMQServicer, request: Any, context: grpc.aio.ServicerContext) -> None:
+    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "halfmq does not implement this RocketMQ 5 RPC")
+
+
+# The generated base class answers with plain functions, which the asyncio server cannot run.
+for _name in (
+    "QueryAssignment", "ReceiveMessage", "AckMessage", "ForwardMessageToDeadLetterQueue", "PullMessage",
+    "UpdateOffset", "GetOffset", "QueryOffset", "ChangeInvisibleDuration", "RecallMessage", "SyncLiteSubscription",
+):  # fmt: skip
+    setattr(RocketMQServicer, _name, _unimplemented)
+
+
 def create_server(make_servicer: Callable[[int], RocketMQServicer], address: str) -> tuple[grpc.aio.Server, int]:
     """An unstarted server for the RocketMQ 5 front end, and the port it bound. The servicer is
     made once the port is known, because routes advertise it."""
