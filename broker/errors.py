@@ -13,6 +13,7 @@ in one table each (``broker.grpc_api.status``). ``code`` is the stable name sent
     ├── TopicExists              the topic exists with a different queue count
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
     ├── ResolutionConflict       the transaction was already resolved differently
+    ├── StaleReceiptHandle       a receipt handle that was acknowledged, or redelivered since
     └── BrokerClosed             the store is shut down
 """
 
@@ -77,6 +78,12 @@ class ResolutionConflict(HalfmqError):
     """Raised when a transaction is asked to reach a state other than the one already recorded."""
 
     code = "RESOLUTION_CONFLICT"
+
+
+class StaleReceiptHandle(HalfmqError):
+    """Raised when a receipt handle no longer names an in-flight delivery (acked or redelivered since)."""
+
+    code = "STALE_RECEIPT_HANDLE"
 
 
 class BrokerClosed(HalfmqError):

@@ -18,6 +18,7 @@ from broker.model import (
     check_name,
 )
 from broker.store import Store
+from broker.store.deliveries import Delivery
 from broker.transaction.service import queue_for
 
 MAX_PULL = 1024
@@ -90,6 +91,44 @@ class MessagingService:
         check_data_topic(topic)
         self._store.topic(topic)
         return self._store.consumer_offsets(group, topic)
+
+    async def receive(
+        self, group: str, topic: str, queue_id: int, batch: int, invisible_seconds: float, tags: frozenset[str] | None
+    ) -> list[Delivery]:
+        """Hand ``group`` up to ``batch`` messages of a queue, invisible to it for ``invisible_seconds``
+        unless acknowledged; ``tags`` (None: all) filters by tag. Raises InvalidArgument,
+        HiddenTopic or TopicNotFound."""
+        check_name("consumer group", group)
+        self._check_queue(topic, queue_id)
+        if not 1 <= batch <= MAX_PULL:
+            raise InvalidArgument(f"batch must be between 1 and {MAX_PULL}, got {batch}")
+        if not 0 < invisible_seconds <= 12 * 3600:
+            raise InvalidArgument(f"invisible duration must be in (0, 12 h], got {invisible_seconds}s")
+        return await self._store.receive(
+            group,
+            topic,
+            queue_id,
+            batch,
+            to_ms(invisible_seconds),
+            to_ms(self._clock()),
+            (lambda m: True) if tags is None else (lambda m: m.tags in tags),
+        )
+
+    async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
+        """Acknowledge a received message. Raises StaleReceiptHandle if acknowledged or redelivered since."""
+        check_name("consumer group", group)
+        check_data_topic(topic)
+        await self._store.ack(group, topic, receipt_handle)
+
+    async def change_invisible(self, group: str, topic: str, receipt_handle: str, invisible_seconds: float) -> str:
+        """Make a received message visible again after ``invisible_seconds``; returns its new receipt handle."""
+        check_name("consumer group", group)
+        check_data_topic(topic)
+        if not 0 <= invisible_seconds <= 12 * 3600:
+            raise InvalidArgument(f"invisible duration must be in [0, 12 h], got {invisible_seconds}s")
+        return await self._store.change_invisible(
+            group, topic, receipt_handle, to_ms(self._clock()) + to_ms(invisible_seconds)
+        )
 
     def _check_queue(self, topic: str, queue_id: int) -> None:
         check_data_topic(topic)

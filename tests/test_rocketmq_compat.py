@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 
-from producer_sdk import PullConsumer
-from tests.support import BrokerThread, broker_settings, topic_rows, wait_until
+from producer_sdk import Message, PullConsumer, TransactionProducer
+from tests.spark_support import batch_reader
+from tests.support import BrokerThread, ScriptedListener, broker_settings, topic_rows, wait_until
 
 pytest.importorskip("rocketmq", reason="the rocketmq extra (official RocketMQ 5 Python client) is not installed")
 pytestmark = pytest.mark.e2e
@@ -117,3 +119,44 @@ def test_routes_answer_with_typed_statuses_and_unsupported_rpcs_are_unimplemente
             with pytest.raises(grpc.RpcError) as unimplemented:
                 call()
             assert unimplemented.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+def consume(endpoint: str, group: str, mode: str, env: dict[str, str]) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.programs.rmq5_consumer", endpoint, group, mode],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.splitlines()
+
+
+def test_a_simple_consumer_receives_exactly_the_committed_messages_once_and_acks_them(compat):
+    broker, endpoint, env = compat
+    _out, _ = official(endpoint, "send", env).communicate(timeout=120)
+    with TransactionProducer(group="native", broker=broker.address, listener=ScriptedListener()) as producer:
+        producer.send_message_in_transaction(Message(topic="orders", body=b"native-commit"))
+    got = consume(endpoint, "audit", "drain", env)
+    assert sorted(line.split()[1] for line in got) == ["native-commit", "rmq-commit", "rmq-normal"]
+    assert all(line.split()[2] == "1" for line in got), "each message delivered once"
+    assert consume(endpoint, "audit", "drain", env) == [], "acknowledged messages are not delivered again"
+    offsets = {(c["queue_id"], c["offset"]) for c in httpx.get(f"{broker.http}/consumers").json()["items"]}
+    with PullConsumer(group="x", broker=broker.address) as consumer:
+        ends = {(q, high) for q, (_, high) in consumer.queue_offsets("orders").items() if high}
+    assert ends <= offsets, "the group's committed offsets reached the end of every queue"
+
+
+def test_changing_the_invisible_duration_redelivers_with_a_new_attempt(compat):
+    _broker, endpoint, env = compat
+    official(endpoint, "send", env).communicate(timeout=120)
+    first, again = consume(endpoint, "redelivery", "redeliver", env)
+    assert first.split()[0] == "FIRST" and first.split()[2] == "1"
+    assert again.split()[:3] == ["AGAIN", first.split()[1], "2"]
+
+
+@pytest.mark.spark
+def test_messages_of_official_producers_are_readable_by_the_spark_source(compat, spark):
+    broker, endpoint, env = compat
+    official(endpoint, "send", env).communicate(timeout=120)
+    rows = batch_reader(spark, broker.address).collect()
+    assert sorted(r.body for r in rows) == [b"rmq-commit", b"rmq-normal"]
+    assert {r.tags for r in rows} == {"rmq"}

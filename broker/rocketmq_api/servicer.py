@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +37,9 @@ _CODES = {
     errors.ProducerGroupMismatch: definition.FORBIDDEN,
     errors.ResolutionConflict: definition.PRECONDITION_FAILED,
     errors.BrokerClosed: definition.INTERNAL_ERROR,
+    errors.StaleReceiptHandle: definition.INVALID_RECEIPT_HANDLE,
 }
+_POLL = 0.1  # seconds between looks at an empty queue during long polling
 _SYSTEM_PROPERTIES = {"REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY"}
 
 
@@ -57,9 +60,11 @@ def _timestamp(ms: int) -> Timestamp:
     return stamp
 
 
-def to_rocketmq(message: StoredMessage) -> Any:
-    """A half message as the RocketMQ 5 client expects it in a check command."""
+def to_rocketmq(message: StoredMessage, message_type: int | None = None, **system: Any) -> Any:
+    """A stored message as the RocketMQ 5 client expects it (with a CRC32 body digest)."""
     user = {k: v for k, v in message.properties.items() if k not in _SYSTEM_PROPERTIES}
+    if message_type is None:
+        message_type = definition.TRANSACTION if message.transaction_id else definition.NORMAL
     return definition.Message(
         topic=definition.Resource(name=message.properties.get("REAL_TOPIC", message.topic)),
         user_properties=user,
@@ -69,11 +74,12 @@ def to_rocketmq(message: StoredMessage) -> Any:
             message_id=message.message_id,
             body_digest=definition.Digest(type=definition.CRC32, checksum=f"{zlib.crc32(message.body):08X}"),
             body_encoding=definition.IDENTITY,
-            message_type=definition.TRANSACTION,
+            message_type=message_type,
             born_timestamp=_timestamp(message.born_timestamp),
             store_timestamp=_timestamp(message.store_timestamp),
             queue_id=message.queue_id,
             queue_offset=message.queue_offset,
+            **system,
         ),
         body=message.body,
     )
@@ -90,7 +96,7 @@ class TelemetrySession:
 
     async def deliver(self, request: CheckRequest) -> None:
         command = service.RecoverOrphanedTransactionCommand(
-            message=to_rocketmq(request.message), transaction_id=request.transaction_id
+            message=to_rocketmq(request.message, definition.TRANSACTION), transaction_id=request.transaction_id
         )
         async with self._lock:
             await self._context.write(service.TelemetryCommand(recover_orphaned_transaction_command=command))
@@ -229,6 +235,81 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
             for session in sessions:
                 self._registry.unregister(session)
 
+    async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """Every queue of the topic is assigned to every consumer: receipt handles keep them apart."""
+        route = await self.QueryRoute(
+            service.QueryRouteRequest(topic=request.topic, endpoints=request.endpoints), context
+        )
+        return service.QueryAssignmentResponse(
+            status=route.status, assignments=[definition.Assignment(message_queue=q) for q in route.message_queues]
+        )
+
+    async def ReceiveMessage(self, request: Any, context: grpc.aio.ServicerContext) -> None:
+        """Long-poll the queue until messages arrive or the client's polling time (or deadline) is up."""
+        queue = request.message_queue
+        remaining = context.time_remaining()
+        budget = request.long_polling_timeout.ToMilliseconds() / 1000 or 20.0
+        deadline = time.monotonic() + min(budget, (remaining - 1.0) if remaining else budget)
+        try:
+            tags = _tag_filter(request.filter_expression)
+            while True:
+                received = await self._messaging.receive(
+                    request.group.name,
+                    queue.topic.name,
+                    queue.id,
+                    request.batch_size or 32,
+                    request.invisible_duration.ToMilliseconds() / 1000 or 30.0,
+                    tags,
+                )
+                if received or time.monotonic() + _POLL >= deadline:
+                    break
+                await asyncio.sleep(_POLL)
+        except errors.HalfmqError as exc:
+            await context.write(service.ReceiveMessageResponse(status=status(exc)))
+            return
+        if not received:
+            empty = definition.Status(code=definition.MESSAGE_NOT_FOUND, message="no new message")
+            await context.write(service.ReceiveMessageResponse(status=empty))
+            return
+        await context.write(service.ReceiveMessageResponse(status=status()))
+        await context.write(service.ReceiveMessageResponse(delivery_timestamp=_timestamp(int(time.time() * 1000))))
+        for delivery in received:
+            message = to_rocketmq(
+                delivery.message,
+                receipt_handle=delivery.receipt_handle,
+                delivery_attempt=delivery.attempt,
+                invisible_duration=request.invisible_duration,
+            )
+            await context.write(service.ReceiveMessageResponse(message=message))
+
+    async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        results = []
+        for entry in request.entries:
+            try:
+                await self._messaging.ack(request.group.name, request.topic.name, entry.receipt_handle)
+                outcome = status()
+            except errors.HalfmqError as exc:
+                outcome = status(exc)
+            results.append(
+                service.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=outcome
+                )
+            )
+        failed = next((r.status for r in results if r.status.code != definition.OK), None)
+        return service.AckMessageResponse(status=failed or status(), entries=results)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            handle = await self._messaging.change_invisible(
+                request.group.name,
+                request.topic.name,
+                request.receipt_handle,
+                request.invisible_duration.ToMilliseconds() / 1000,
+            )
+        except errors.HalfmqError as exc:
+            return service.ChangeInvisibleDurationResponse(status=status(exc))
+        return service.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
+
     async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return service.NotifyClientTerminationResponse(status=status())
 
@@ -244,7 +325,22 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         settings.backoff_policy.exponential_backoff.multiplier = 2.0
         if not settings.request_timeout.seconds:
             settings.request_timeout.seconds = 3
+        if (
+            settings.client_type == definition.SIMPLE_CONSUMER
+            and not settings.subscription.long_polling_timeout.seconds
+        ):
+            settings.subscription.long_polling_timeout.seconds = 20
         return settings
+
+
+def _tag_filter(expression: Any) -> frozenset[str] | None:
+    """The tags a TAG filter expression (``a||b``) admits; None for ``*`` or no filter."""
+    if expression.type == definition.SQL:
+        raise errors.InvalidArgument("SQL filters are not supported; use TAG expressions")
+    text = expression.expression.strip()
+    if not text or text == "*":
+        return None
+    return frozenset(tag.strip() for tag in text.split("||"))
 
 
 async def _unimplemented(self: RocketMQServicer, request: Any, context: grpc.aio.ServicerContext) -> None:
@@ -253,8 +349,8 @@ async def _unimplemented(self: RocketMQServicer, request: Any, context: grpc.aio
 
 # The generated base class answers with plain functions, which the asyncio server cannot run.
 for _name in (
-    "QueryAssignment", "ReceiveMessage", "AckMessage", "ForwardMessageToDeadLetterQueue", "PullMessage",
-    "UpdateOffset", "GetOffset", "QueryOffset", "ChangeInvisibleDuration", "RecallMessage", "SyncLiteSubscription",
+    "ForwardMessageToDeadLetterQueue", "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage",
+    "SyncLiteSubscription",
 ):  # fmt: skip
     setattr(RocketMQServicer, _name, _unimplemented)
 

@@ -61,6 +61,21 @@ CREATE TABLE IF NOT EXISTS checks (
 );
 CREATE INDEX IF NOT EXISTS checks_transaction ON checks (transaction_id);
 
+-- Messages handed out to a consumer group with an invisible duration and not yet acknowledged
+-- (RocketMQ 5's receive/ack model). Rows below the group's committed offset are deleted, so the
+-- table holds only what is in flight or acknowledged out of order.
+CREATE TABLE IF NOT EXISTS deliveries (
+    consumer_group TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    queue_offset INTEGER NOT NULL,
+    visible_at INTEGER NOT NULL,
+    attempts INTEGER NOT NULL,
+    handle_seq INTEGER NOT NULL,
+    acked INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (consumer_group, topic, queue_id, queue_offset)
+);
+
 CREATE TABLE IF NOT EXISTS consumer_offsets (
     consumer_group TEXT NOT NULL,
     topic TEXT NOT NULL,

@@ -32,6 +32,8 @@ from broker.model import (
     Transaction,
     TransactionState,
 )
+from broker.store import deliveries
+from broker.store.deliveries import Delivery
 from broker.store.schema import DDL, VERSION
 from broker.store.sql import (
     MESSAGE_COLUMNS,
@@ -404,6 +406,29 @@ class Store:
             )
 
         return await self._writer.run(work)
+
+    # --- receive / ack (RocketMQ 5 consumers) -----------------------------------------------
+
+    async def receive(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        batch: int,
+        invisible_ms: int,
+        now_ms: int,
+        wanted: Callable[[StoredMessage], bool],
+    ) -> list[Delivery]:
+        """Hand out up to ``batch`` visible, unacknowledged messages of a queue to ``group``."""
+        return await self._writer.run(deliveries.receive(group, topic, queue_id, batch, invisible_ms, now_ms, wanted))
+
+    async def ack(self, group: str, topic: str, handle: str) -> None:
+        """Acknowledge a delivery; raise StaleReceiptHandle if the handle is no longer current."""
+        await self._writer.run(deliveries.ack(group, topic, handle))
+
+    async def change_invisible(self, group: str, topic: str, handle: str, visible_at: int) -> str:
+        """Move a delivery's visibility; returns its new receipt handle. Raises StaleReceiptHandle."""
+        return await self._writer.run(deliveries.change_invisible(group, topic, handle, visible_at))
 
     def consumer_groups(self) -> list[tuple[str, str, int, int]]:
         """Every committed consumer offset as (group, topic, queue_id, offset)."""

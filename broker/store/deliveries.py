@@ -1,0 +1,180 @@
+"""Receive / ack / change-invisible-duration for consumer groups, as SQL jobs for the writer.
+
+A queue's progress for a group is its committed consumer offset: every message below it is
+acknowledged. Above it, ``deliveries`` rows hold what is in flight (invisible until
+``visible_at``) or acknowledged out of order. A receipt handle is
+``<queue_id>.<queue_offset>.<handle_seq>``; each hand-out or change of invisibility bumps the
+sequence, so an older handle is stale.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.errors import StaleReceiptHandle
+from broker.model import StoredMessage
+from broker.store.sql import MESSAGE_COLUMNS, row_to_message
+
+SCAN_LIMIT = 1024  # messages looked at per receive: a receive costs O(batch), not O(backlog)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A message handed to a consumer; ack it with ``receipt_handle`` before ``visible_at``."""
+
+    message: StoredMessage
+    receipt_handle: str
+    attempt: int
+    visible_at: int
+
+
+def parse_handle(handle: str) -> tuple[int, int, int]:
+    try:
+        queue_id, offset, seq = (int(part) for part in handle.split("."))
+    except ValueError:
+        raise StaleReceiptHandle(f"malformed receipt handle {handle!r}") from None
+    return queue_id, offset, seq
+
+
+def _watermark(conn: sqlite3.Connection, group: str, topic: str, queue_id: int) -> int:
+    row = conn.execute(
+        "SELECT queue_offset FROM consumer_offsets WHERE consumer_group = ? AND topic = ? AND queue_id = ?",
+        (group, topic, queue_id),
+    ).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _advance(conn: sqlite3.Connection, group: str, topic: str, queue_id: int) -> None:
+    """Move the committed offset past acknowledged deliveries and forget them."""
+    offset = _watermark(conn, group, topic, queue_id)
+    acked = {
+        o
+        for (o,) in conn.execute(
+            "SELECT queue_offset FROM deliveries WHERE consumer_group = ? AND topic = ? AND queue_id = ?"
+            " AND acked = 1 AND queue_offset >= ?",
+            (group, topic, queue_id, offset),
+        )
+    }
+    start = offset
+    while offset in acked:
+        offset += 1
+    if offset == start:
+        return
+    conn.execute(
+        "DELETE FROM deliveries WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset < ?",
+        (group, topic, queue_id, offset),
+    )
+    conn.execute(
+        "INSERT INTO consumer_offsets (consumer_group, topic, queue_id, queue_offset) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (consumer_group, topic, queue_id) DO UPDATE SET queue_offset = excluded.queue_offset",
+        (group, topic, queue_id, offset),
+    )
+
+
+def receive(
+    group: str,
+    topic: str,
+    queue_id: int,
+    batch: int,
+    invisible_ms: int,
+    now_ms: int,
+    wanted: Callable[[StoredMessage], bool],
+) -> Callable[[sqlite3.Connection], list[Delivery]]:
+    """A job handing out up to ``batch`` visible messages; unwanted ones (tag filter) count as consumed."""
+
+    def work(conn: sqlite3.Connection) -> list[Delivery]:
+        start = _watermark(conn, group, topic, queue_id)
+        rows = conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ?"
+            " ORDER BY queue_offset LIMIT ?",
+            (topic, queue_id, start, SCAN_LIMIT),
+        ).fetchall()
+        state = {
+            offset: (visible_at, attempts, seq, acked)
+            for offset, visible_at, attempts, seq, acked in conn.execute(
+                "SELECT queue_offset, visible_at, attempts, handle_seq, acked FROM deliveries"
+                " WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset >= ?",
+                (group, topic, queue_id, start),
+            )
+        }
+        out: list[Delivery] = []
+        for row in rows:
+            message = row_to_message(row)
+            visible_at, attempts, seq, acked = state.get(message.queue_offset, (0, 0, 0, 0))
+            if acked or visible_at > now_ms:
+                continue
+            if not wanted(message):
+                _upsert(conn, group, topic, queue_id, message.queue_offset, now_ms, attempts, seq, acked=1)
+                continue
+            _upsert(conn, group, topic, queue_id, message.queue_offset, now_ms + invisible_ms, attempts + 1, seq + 1)
+            handle = f"{queue_id}.{message.queue_offset}.{seq + 1}"
+            out.append(Delivery(message, handle, attempts + 1, now_ms + invisible_ms))
+            if len(out) >= batch:
+                break
+        _advance(conn, group, topic, queue_id)
+        return out
+
+    return work
+
+
+def _upsert(
+    conn: sqlite3.Connection,
+    group: str,
+    topic: str,
+    queue_id: int,
+    offset: int,
+    visible_at: int,
+    attempts: int,
+    seq: int,
+    acked: int = 0,
+) -> None:
+    conn.execute(
+        "INSERT INTO deliveries"
+        " (consumer_group, topic, queue_id, queue_offset, visible_at, attempts, handle_seq, acked)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (consumer_group, topic, queue_id, queue_offset) DO UPDATE SET"
+        " visible_at = excluded.visible_at, attempts = excluded.attempts, handle_seq = excluded.handle_seq,"
+        " acked = excluded.acked",
+        (group, topic, queue_id, offset, visible_at, attempts, seq, acked),
+    )
+
+
+def _current(conn: sqlite3.Connection, group: str, topic: str, handle: str) -> tuple[int, int, int]:
+    """(queue_id, offset, seq) of a handle that still names an unacknowledged delivery; else raise."""
+    queue_id, offset, seq = parse_handle(handle)
+    row = conn.execute(
+        "SELECT handle_seq, acked FROM deliveries WHERE consumer_group = ? AND topic = ? AND queue_id = ?"
+        " AND queue_offset = ?",
+        (group, topic, queue_id, offset),
+    ).fetchone()
+    if row is None or row[1] or row[0] != seq:
+        raise StaleReceiptHandle(f"receipt handle {handle} is stale: acknowledged or redelivered since")
+    return queue_id, offset, seq
+
+
+def ack(group: str, topic: str, handle: str) -> Callable[[sqlite3.Connection], None]:
+    def work(conn: sqlite3.Connection) -> None:
+        queue_id, offset, _ = _current(conn, group, topic, handle)
+        conn.execute(
+            "UPDATE deliveries SET acked = 1"
+            " WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset = ?",
+            (group, topic, queue_id, offset),
+        )
+        _advance(conn, group, topic, queue_id)
+
+    return work
+
+
+def change_invisible(group: str, topic: str, handle: str, visible_at: int) -> Callable[[sqlite3.Connection], str]:
+    def work(conn: sqlite3.Connection) -> str:
+        queue_id, offset, seq = _current(conn, group, topic, handle)
+        conn.execute(
+            "UPDATE deliveries SET visible_at = ?, handle_seq = ? WHERE consumer_group = ? AND topic = ?"
+            " AND queue_id = ? AND queue_offset = ?",
+            (visible_at, seq + 1, group, topic, queue_id, offset),
+        )
+        return f"{queue_id}.{offset}.{seq + 1}"
+
+    return work
