@@ -6,6 +6,7 @@ The client runs unmodified in subprocesses (its own logs under a private HOME).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -160,3 +161,64 @@ def test_messages_of_official_producers_are_readable_by_the_spark_source(compat,
     rows = batch_reader(spark, broker.address).collect()
     assert sorted(r.body for r in rows) == [b"rmq-commit", b"rmq-normal"]
     assert {r.tags for r in rows} == {"rmq"}
+
+
+@pytest.fixture(scope="session")
+def node_client(tmp_path_factory) -> Path:
+    """The official Node.js client (rocketmq-client-nodejs from npm) in a private folder."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("Node.js and npm are not installed on this machine")
+    folder = tmp_path_factory.mktemp("node-client")
+    installed = subprocess.run(
+        ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", "rocketmq-client-nodejs@1.0.8"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if installed.returncode != 0:
+        pytest.skip(f"npm could not install rocketmq-client-nodejs: {installed.stderr[-500:]}")
+    return folder / "node_modules"
+
+
+def node(endpoint: str, env: dict[str, str], modules: Path, *args: str, **popen: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        ["node", str(ROOT / "tests" / "programs" / "rmq5_node.js"), endpoint, *args],
+        env={**env, "NODE_PATH": str(modules)}, stdout=subprocess.PIPE, text=True, **popen,  # type: ignore[call-overload]
+    )  # fmt: skip
+
+
+def test_the_nodejs_producer_commits_and_rolls_back_and_its_simple_consumer_receives_once(compat, node_client):
+    broker, endpoint, env = compat
+    out, _ = node(endpoint, env, node_client, "send").communicate(timeout=120)
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("SENT")] == ["node-commit", "node-rollback"]
+    assert readable(broker) == [b"node-commit"]
+    with TransactionProducer(group="native", broker=broker.address, listener=ScriptedListener()) as producer:
+        producer.send_message_in_transaction(Message(topic="orders", body=b"native-commit"))
+    drained, _ = node(endpoint, env, node_client, "drain", "node-audit").communicate(timeout=180)
+    assert sorted(line.split()[1:] for line in drained.splitlines() if line.startswith("GOT")) == [
+        ["native-commit", "1"],
+        ["node-commit", "1"],
+    ]
+    again, _ = node(endpoint, env, node_client, "drain", "node-audit").communicate(timeout=180)
+    assert "GOT" not in again
+
+
+def test_a_nodejs_checker_commits_the_orphaned_transaction_of_a_killed_nodejs_producer(compat, node_client):
+    broker, endpoint, env = compat
+    orphan = node(endpoint, env, node_client, "orphan")
+    try:
+        assert orphan.stdout is not None and orphan.stdout.readline().strip() == "ORPHANED"
+    finally:
+        os.kill(orphan.pid, signal.SIGKILL)
+        orphan.wait()
+    checker = node(endpoint, env, node_client, "checker", stdin=subprocess.PIPE)
+    try:
+        assert checker.stdout is not None and checker.stdout.readline().strip() == "CHECKER READY"
+        wait_until(
+            lambda: [r[3] for r in topic_rows(broker.broker.settings.data_dir, "orders")] == [b"node-orphan"], 60
+        )
+    finally:
+        assert checker.stdin is not None
+        checker.stdin.close()
+        out = checker.stdout.read() if checker.stdout else ""
+        checker.wait(60)
+    assert "CHECKED node-orphan" in out
+    assert broker.broker.store.pending_count() == 0

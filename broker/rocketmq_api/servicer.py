@@ -10,6 +10,7 @@ here answer UNIMPLEMENTED (the generated base class).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import zlib
@@ -23,6 +24,7 @@ from broker import errors
 from broker.messaging import MessagingService
 from broker.model import Message, Resolution, Source, StoredMessage, check_data_topic
 from broker.rocketmq_api.protocol import load
+from broker.store.deliveries import Delivery
 from broker.transaction.registry import CheckRequest, ProducerRegistry
 from broker.transaction.service import TransactionService
 
@@ -117,7 +119,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         self._registry = registry
         self._advertised = advertised
         self._max_body_bytes = max_body_bytes
-        self._sessions: dict[str, list[TelemetrySession]] = {}
+        self._turns = itertools.count()
 
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         topic = request.topic.name
@@ -245,22 +247,18 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         )
 
     async def ReceiveMessage(self, request: Any, context: grpc.aio.ServicerContext) -> None:
-        """Long-poll the queue until messages arrive or the client's polling time (or deadline) is up."""
-        queue = request.message_queue
+        """Long-poll until messages arrive or the client's polling time (or deadline) is up.
+
+        Like RocketMQ's proxy, the request's queue only names the broker: messages come from any
+        queue of the topic, starting with a different queue each time so none is starved.
+        """
         remaining = context.time_remaining()
         budget = request.long_polling_timeout.ToMilliseconds() / 1000 or 20.0
         deadline = time.monotonic() + min(budget, (remaining - 1.0) if remaining else budget)
         try:
             tags = _tag_filter(request.filter_expression)
             while True:
-                received = await self._messaging.receive(
-                    request.group.name,
-                    queue.topic.name,
-                    queue.id,
-                    request.batch_size or 32,
-                    request.invisible_duration.ToMilliseconds() / 1000 or 30.0,
-                    tags,
-                )
+                received = await self._receive_any(request, tags)
                 if received or time.monotonic() + _POLL >= deadline:
                     break
                 await asyncio.sleep(_POLL)
@@ -281,6 +279,21 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                 invisible_duration=request.invisible_duration,
             )
             await context.write(service.ReceiveMessageResponse(message=message))
+
+    async def _receive_any(self, request: Any, tags: frozenset[str] | None) -> list[Delivery]:
+        group, topic = request.group.name, request.message_queue.topic.name
+        batch = request.batch_size or 32
+        invisible = request.invisible_duration.ToMilliseconds() / 1000 or 30.0
+        queues = len(self._messaging.queue_offsets(topic))
+        start = next(self._turns)
+        received: list[Delivery] = []
+        for i in range(queues):
+            received += await self._messaging.receive(
+                group, topic, (start + i) % queues, batch - len(received), invisible, tags
+            )
+            if len(received) >= batch:
+                break
+        return received
 
     async def AckMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         results = []

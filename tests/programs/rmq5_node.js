@@ -1,0 +1,63 @@
+// A RocketMQ 5 transactional producer and SimpleConsumer using the official Node.js client,
+// for the compat tests. Usage: node rmq5_node.js ENDPOINT MODE [GROUP]
+//   send     commit "node-commit", roll back "node-rollback", print SENT lines, exit
+//   orphan   send "node-orphan" as a half message, print ORPHANED, wait to be killed
+//   checker  answer checks with COMMIT until stdin closes
+//   drain    SimpleConsumer of GROUP: receive and ack until the queues stay empty, print GOT lines
+"use strict";
+const { Producer, SimpleConsumer } = require("rocketmq-client-nodejs");
+
+const COMMIT = 1;
+const [endpoint, mode, group] = process.argv.slice(2);
+const checker = {
+  async check(message) {
+    console.log(`CHECKED ${message.body.toString()}`);
+    return COMMIT;
+  },
+};
+
+async function main() {
+  if (mode === "drain") {
+    const consumer = new SimpleConsumer({
+      endpoints: endpoint, consumerGroup: group, subscriptions: new Map().set("orders", "*"), awaitDuration: 1000,
+    });
+    await consumer.startup();
+    let empty = 0;
+    while (empty < 8) {
+      const messages = await consumer.receive(16, 15000);
+      empty = messages.length ? 0 : empty + 1;
+      for (const message of messages) {
+        console.log(`GOT ${message.body.toString()} ${message.deliveryAttempt}`);
+        await consumer.ack(message);
+      }
+    }
+    await consumer.shutdown();
+    return;
+  }
+  const producer = new Producer({ endpoints: endpoint, topic: "orders", checker });
+  await producer.startup();
+  const message = (body) => ({ topic: "orders", tag: "node", keys: [body], body: Buffer.from(body) });
+  if (mode === "send") {
+    for (const [body, commit] of [["node-commit", true], ["node-rollback", false]]) {
+      const transaction = producer.beginTransaction();
+      const receipt = await producer.send(message(body), transaction);
+      await (commit ? transaction.commit() : transaction.rollback());
+      console.log(`SENT ${body} ${receipt.messageId} ${receipt.transactionId}`);
+    }
+    await producer.shutdown();
+  } else if (mode === "orphan") {
+    await producer.send(message("node-orphan"), producer.beginTransaction());
+    console.log("ORPHANED");
+    await new Promise(() => {});
+  } else {
+    console.log("CHECKER READY");
+    process.stdin.resume();
+    await new Promise((resolve) => process.stdin.on("end", resolve));
+    await producer.shutdown();
+  }
+}
+
+main().then(() => process.exit(0), (error) => {
+  console.error(error);
+  process.exit(1);
+});
