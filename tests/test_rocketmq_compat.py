@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import grpc
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from producer_sdk import Message, PullConsumer, TransactionProducer
+from tests.processes import BrokerProcess
 from tests.spark_support import batch_reader
 from tests.support import BrokerThread, ScriptedListener, broker_settings, topic_rows, wait_until
 
@@ -222,3 +224,45 @@ def test_a_nodejs_checker_commits_the_orphaned_transaction_of_a_killed_nodejs_pr
         checker.wait(60)
     assert "CHECKED node-orphan" in out
     assert broker.broker.store.pending_count() == 0
+
+
+@pytest.mark.slow
+def test_official_clients_reconnect_across_a_broker_restart_without_loss_or_duplicates(tmp_path):
+    broker = BrokerProcess(
+        tmp_path / "data", "--check-interval", "0.3", "--transaction-timeout", "1", "--check-timeout", "1"
+    )
+    broker.start()
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    endpoint = f"127.0.0.1:{broker.rocketmq_port}"
+    producer = official(endpoint, "stream", env, stdin=subprocess.PIPE)
+    lines: list[str] = []
+    try:
+        assert producer.stdout is not None
+        while len([line for line in lines if line.startswith("ACK")]) < 10:
+            lines.append(producer.stdout.readline().strip())
+        assert broker.terminate() == 0
+        broker.start()
+        while (line := producer.stdout.readline().strip()) != "DONE":
+            assert line, "the producer exited early"
+            lines.append(line)
+        wait_until(lambda: query_pending(broker.data_dir) == 0, 60)
+    finally:
+        if producer.stdin is not None:
+            producer.stdin.close()
+        producer.wait(60)
+        broker.stop()
+    acked = {line.split()[1] for line in lines if line.startswith("ACK")}
+    bodies = Counter(r[3].decode() for r in topic_rows(broker.data_dir, "orders"))
+    assert all(n == 1 for n in bodies.values()), f"duplicates: {bodies}"
+    assert acked <= set(bodies), "an acknowledged commit was lost"
+    assert set(bodies) == {f"rmq-stream-{n}" for n in range(40)}
+    assert broker.log.read_text().count("serving gRPC") == 2, "the broker restarted during the stream"
+
+
+def query_pending(data_dir: Path) -> int:
+    import sqlite3
+
+    from broker.store import DB_FILE
+
+    with sqlite3.connect(data_dir / DB_FILE) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM transactions WHERE state = 'PENDING'").fetchone()[0])

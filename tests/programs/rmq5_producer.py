@@ -4,6 +4,8 @@
 MODE ``send``: commit "rmq-commit", roll back "rmq-rollback", print each receipt, exit.
 MODE ``orphan``: send "rmq-orphan" as a half message, print ORPHANED, then wait to be killed.
 MODE ``checker``: stay online answering checks with COMMIT until stdin closes.
+MODE ``stream``: commit "rmq-stream-<n>" for n in 0..39, retrying each send for up to 30 s, print
+``ACK <body>`` for every commit the broker confirmed, then stay online for checks until stdin closes.
 """
 
 from __future__ import annotations
@@ -52,6 +54,28 @@ def main(endpoint: str, mode: str) -> None:
         producer.send(message("rmq-orphan"), producer.begin_transaction())
         print("ORPHANED", flush=True)
         time.sleep(3600)
+    elif mode == "stream":
+        for n in range(40):
+            body, deadline = f"rmq-stream-{n}", time.monotonic() + 30
+            while True:
+                try:
+                    transaction = producer.begin_transaction()
+                    producer.send(message(body), transaction)
+                    break
+                except Exception as exc:  # the broker is restarting: try again
+                    if time.monotonic() > deadline:
+                        raise
+                    print(f"RETRY {body} {exc!r}", flush=True)
+                    time.sleep(0.5)
+            try:
+                transaction.commit()
+                print(f"ACK {body}", flush=True)
+            except Exception as exc:  # unconfirmed: the broker's check will ask the checker
+                print(f"UNCONFIRMED {body} {exc!r}", flush=True)
+            time.sleep(0.05)
+        print("DONE", flush=True)
+        sys.stdin.read()
+        producer.shutdown()
     else:
         print("CHECKER READY", flush=True)
         sys.stdin.read()
