@@ -20,7 +20,7 @@ import pytest
 from producer_sdk import Message, PullConsumer, TransactionProducer
 from tests.processes import BrokerProcess
 from tests.spark_support import batch_reader
-from tests.support import BrokerThread, ScriptedListener, broker_settings, topic_rows, wait_until
+from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot, topic_rows, wait_until
 
 pytest.importorskip("rocketmq", reason="the rocketmq extra (official RocketMQ 5 Python client) is not installed")
 pytestmark = pytest.mark.e2e
@@ -169,7 +169,12 @@ def test_messages_of_official_producers_are_readable_by_the_spark_source(compat,
 def node_client(tmp_path_factory) -> Path:
     """The official Node.js client (rocketmq-client-nodejs from npm) in a private folder."""
     if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("Node.js and npm are not installed on this machine")
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "nodejs", "npm"],
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, capture_output=True, timeout=900,
+        )  # fmt: skip
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("Node.js and npm could not be installed on this machine")
     folder = tmp_path_factory.mktemp("node-client")
     installed = subprocess.run(
         ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", "rocketmq-client-nodejs@1.0.8"],
@@ -266,3 +271,45 @@ def query_pending(data_dir: Path) -> int:
 
     with sqlite3.connect(data_dir / DB_FILE) as conn:
         return int(conn.execute("SELECT COUNT(*) FROM transactions WHERE state = 'PENDING'").fetchone()[0])
+
+
+def test_sends_are_idempotent_by_message_id_and_bad_ones_get_typed_statuses(compat):
+    from broker.rocketmq_api.protocol import load
+
+    definition, service, service_grpc = load()
+    broker, endpoint, _ = compat
+
+    def message(topic: str, body: bytes, message_type: int, message_id: str) -> object:
+        return definition.Message(
+            topic=definition.Resource(name=topic),
+            system_properties=definition.SystemProperties(message_id=message_id, message_type=message_type, tag="t"),
+            body=body,
+        )
+
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = service_grpc.MessagingServiceStub(channel)
+        for message_type in (definition.TRANSACTION, definition.NORMAL):
+            request = service.SendMessageRequest(messages=[message("orders", b"x", message_type, f"id-{message_type}")])
+            first, second = stub.SendMessage(request), stub.SendMessage(request)
+            assert first.status.code == second.status.code == definition.OK
+            assert first.entries[0].transaction_id == second.entries[0].transaction_id
+        assert broker.broker.store.pending_count() == 1, "a retried half message is stored once"
+        assert len(topic_rows(broker.broker.settings.data_dir, "orders")) == 1, (
+            "a retried normal message is stored once"
+        )
+        before = store_snapshot(broker.broker.settings.data_dir)
+        for msg, code in (
+            (message("nope", b"x", definition.NORMAL, "a1"), definition.TOPIC_NOT_FOUND),
+            (message("orders", b"x" * (5 * 1024 * 1024), definition.NORMAL, "a2"), definition.MESSAGE_BODY_TOO_LARGE),
+            (message("orders", b"x", definition.FIFO, "a3"), definition.UNSUPPORTED),
+            (message("RMQ_SYS_TRANS_OP_HALF_TOPIC", b"x", definition.NORMAL, "a4"), definition.ILLEGAL_TOPIC),
+        ):
+            reply = stub.SendMessage(service.SendMessageRequest(messages=[msg]))
+            assert reply.status.code == code and reply.entries[0].status.code == code
+        bad_end = stub.EndTransaction(
+            service.EndTransactionRequest(
+                topic=definition.Resource(name="orders"), transaction_id="0" * 32, resolution=definition.COMMIT
+            )
+        )
+        assert bad_end.status.code == definition.INVALID_TRANSACTION_ID
+        assert store_snapshot(broker.broker.settings.data_dir) == before
