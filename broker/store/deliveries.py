@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from broker.errors import StaleReceiptHandle
 from broker.model import StoredMessage
-from broker.store.sql import MESSAGE_COLUMNS, row_to_message
+from broker.store.sql import MESSAGE_COLUMNS, row_to_message, set_consumer_offset
 
 SCAN_LIMIT = 1024  # messages looked at per receive: a receive costs O(batch), not O(backlog)
 
@@ -66,11 +66,7 @@ def _advance(conn: sqlite3.Connection, group: str, topic: str, queue_id: int) ->
         "DELETE FROM deliveries WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset < ?",
         (group, topic, queue_id, offset),
     )
-    conn.execute(
-        "INSERT INTO consumer_offsets (consumer_group, topic, queue_id, queue_offset) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (consumer_group, topic, queue_id) DO UPDATE SET queue_offset = excluded.queue_offset",
-        (group, topic, queue_id, offset),
-    )
+    set_consumer_offset(conn, group, topic, queue_id, offset)
 
 
 def receive(

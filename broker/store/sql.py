@@ -155,3 +155,11 @@ def copy_half(
         " FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
         (topic, queue_id, topic, queue_id, json.dumps(extra), now_ms, HALF_TOPIC, txn.half_offset),
     )
+
+
+def set_consumer_offset(conn: sqlite3.Connection, group: str, topic: str, queue_id: int, offset: int) -> None:
+    conn.execute(
+        "INSERT INTO consumer_offsets (consumer_group, topic, queue_id, queue_offset) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (consumer_group, topic, queue_id) DO UPDATE SET queue_offset = excluded.queue_offset",
+        (group, topic, queue_id, offset),
+    )

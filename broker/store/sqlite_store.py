@@ -45,6 +45,7 @@ from broker.store.sql import (
     find_message,
     row_to_message,
     row_to_transaction,
+    set_consumer_offset,
 )
 from broker.store.writer import GroupCommitWriter
 
@@ -399,11 +400,7 @@ class Store:
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         def work(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO consumer_offsets (consumer_group, topic, queue_id, queue_offset) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (consumer_group, topic, queue_id) DO UPDATE SET queue_offset = excluded.queue_offset",
-                (group, topic, queue_id, offset),
-            )
+            set_consumer_offset(conn, group, topic, queue_id, offset)
 
         return await self._writer.run(work)
 
