@@ -107,6 +107,7 @@ class Broker:
                 max_body_bytes=self.settings.max_body_bytes,
             ),
             address,
+            auth_token=self.settings.auth_token,
         )
         await self._rocketmq.start()
         self.rocketmq_port = port

@@ -313,3 +313,25 @@ def test_sends_are_idempotent_by_message_id_and_bad_ones_get_typed_statuses(comp
         )
         assert bad_end.status.code == definition.INVALID_TRANSACTION_ID
         assert store_snapshot(broker.broker.settings.data_dir) == before
+
+
+def test_with_an_auth_token_official_clients_must_sign_with_it(tmp_path):
+    broker = BrokerThread(broker_settings(tmp_path / "data", auth_token="s3cret"))
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    endpoint = f"127.0.0.1:{broker.broker.rocketmq_port}"
+    try:
+        refused, _ = official(endpoint, "send", {**env, "RMQ_SK": "wrong"}).communicate(timeout=120)
+        assert "SENT" not in refused
+        unsigned, _ = official(endpoint, "send", env).communicate(timeout=120)
+        assert "SENT" not in unsigned
+        assert topic_rows(broker.broker.settings.data_dir, "orders") == []
+        signed, _ = official(endpoint, "send", {**env, "RMQ_SK": "s3cret"}).communicate(timeout=120)
+        assert "SENT rmq-commit" in signed
+        assert readable_with_token(broker) == [b"rmq-commit", b"rmq-normal"]
+    finally:
+        broker.stop()
+
+
+def readable_with_token(broker) -> list[bytes]:
+    with PullConsumer(group="audit", broker=broker.address, token="s3cret") as consumer:
+        return sorted(m.body for q in range(4) for m in consumer.pull("orders", queue_id=q, offset=0).messages)

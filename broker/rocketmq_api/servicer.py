@@ -23,6 +23,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from broker import errors
 from broker.messaging import MessagingService
 from broker.model import Message, Resolution, Source, StoredMessage, check_data_topic
+from broker.rocketmq_api.auth import SignatureInterceptor
 from broker.rocketmq_api.protocol import load
 from broker.store.deliveries import Delivery
 from broker.transaction.registry import CheckRequest, ProducerRegistry
@@ -368,10 +369,16 @@ for _name in (
     setattr(RocketMQServicer, _name, _unimplemented)
 
 
-def create_server(make_servicer: Callable[[int], RocketMQServicer], address: str) -> tuple[grpc.aio.Server, int]:
+def create_server(
+    make_servicer: Callable[[int], RocketMQServicer], address: str, *, auth_token: str | None = None
+) -> tuple[grpc.aio.Server, int]:
     """An unstarted server for the RocketMQ 5 front end, and the port it bound. The servicer is
-    made once the port is known, because routes advertise it."""
-    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)])
+    made once the port is known, because routes advertise it. With ``auth_token``, every call
+    must be signed with it as the client's secret key."""
+    server = grpc.aio.server(
+        interceptors=[SignatureInterceptor(auth_token)] if auth_token else [],
+        options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+    )
     port = server.add_insecure_port(address)
     service_grpc.add_MessagingServiceServicer_to_server(make_servicer(port), server)
     return server, port

@@ -10,6 +10,7 @@ MODE ``stream``: commit "rmq-stream-<n>" for n in 0..39, retrying each send for 
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -39,7 +40,9 @@ def message(body: str) -> Message:
 
 
 def main(endpoint: str, mode: str) -> None:
-    producer = Producer(ClientConfiguration(endpoint, Credentials()), ("orders",), CommitChecker())
+    # RMQ_SK: the broker's auth token, used as the secret key that signs every call.
+    credentials = Credentials("halfmq", os.environ["RMQ_SK"]) if "RMQ_SK" in os.environ else Credentials()
+    producer = Producer(ClientConfiguration(endpoint, credentials), ("orders",), CommitChecker())
     producer.startup()
     if mode == "send":
         for body, commit in (("rmq-commit", True), ("rmq-rollback", False)):
