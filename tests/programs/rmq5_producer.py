@@ -5,7 +5,8 @@ MODE ``send``: commit "rmq-commit", roll back "rmq-rollback", print each receipt
 MODE ``orphan``: send "rmq-orphan" as a half message, print ORPHANED, then wait to be killed.
 MODE ``checker``: stay online answering checks with COMMIT until stdin closes.
 MODE ``stream``: commit "rmq-stream-<n>" for n in 0..39, retrying each send for up to 30 s, print
-``ACK <body>`` for every commit the broker confirmed, then stay online for checks until stdin closes.
+``ACK <body>`` for every commit the broker confirmed, record each local transaction in the file
+RMQ_LOCAL_STATE, then exit. Checks (any mode) answer from that file when it is given.
 """
 
 from __future__ import annotations
@@ -24,10 +25,25 @@ from rocketmq import (
 )
 
 
-class CommitChecker(TransactionChecker):
+class LocalChecker(TransactionChecker):
+    """Answers from the durable local state when there is one (RMQ_LOCAL_STATE: a file of the
+    message ids whose local transaction ran, one per line); without it every check answers COMMIT."""
+
+    def __init__(self, state: str | None) -> None:
+        self.state = state
+
+    def record(self, message_id: str) -> None:
+        assert self.state is not None
+        with open(self.state, "a") as file:
+            file.write(message_id + "\n")
+
     def check(self, message: Message) -> TransactionResolution:
         print(f"CHECKED {message.body.decode()}", flush=True)
-        return TransactionResolution.COMMIT
+        if self.state is None:
+            return TransactionResolution.COMMIT
+        with open(self.state) as file:
+            committed = set(file.read().split())
+        return TransactionResolution.COMMIT if message.message_id in committed else TransactionResolution.ROLLBACK
 
 
 def message(body: str) -> Message:
@@ -42,7 +58,8 @@ def message(body: str) -> Message:
 def main(endpoint: str, mode: str) -> None:
     # RMQ_SK: the broker's auth token, used as the secret key that signs every call.
     credentials = Credentials("halfmq", os.environ["RMQ_SK"]) if "RMQ_SK" in os.environ else Credentials()
-    producer = Producer(ClientConfiguration(endpoint, credentials), ("orders",), CommitChecker())
+    checker = LocalChecker(os.environ.get("RMQ_LOCAL_STATE"))
+    producer = Producer(ClientConfiguration(endpoint, credentials), ("orders",), checker)
     producer.startup()
     if mode == "send":
         for body, commit in (("rmq-commit", True), ("rmq-rollback", False)):
@@ -58,12 +75,15 @@ def main(endpoint: str, mode: str) -> None:
         print("ORPHANED", flush=True)
         time.sleep(3600)
     elif mode == "stream":
+        # A send that failed may still have stored its half message: the durable local state (the
+        # message ids whose local transaction ran) lets a check roll such a one back.
         for n in range(40):
             body, deadline = f"rmq-stream-{n}", time.monotonic() + 30
             while True:
                 try:
                     transaction = producer.begin_transaction()
-                    producer.send(message(body), transaction)
+                    receipt = producer.send(message(body), transaction)
+                    checker.record(receipt.message_id)
                     break
                 except Exception as exc:  # the broker is restarting: try again
                     if time.monotonic() > deadline:
@@ -77,7 +97,6 @@ def main(endpoint: str, mode: str) -> None:
                 print(f"UNCONFIRMED {body} {exc!r}", flush=True)
             time.sleep(0.05)
         print("DONE", flush=True)
-        sys.stdin.read()
         producer.shutdown()
     else:
         print("CHECKER READY", flush=True)
