@@ -24,9 +24,10 @@ def broker(tmp_path: Path, clock: FakeClock) -> Iterator[BrokerThread]:
     running.stop()
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """One local Spark session for the whole run; its Python workers use this interpreter."""
+_SPARK: dict[str, Any] = {}
+
+
+def _start_spark() -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -42,5 +43,19 @@ def spark() -> Iterator[Any]:
     )
     session.sparkContext.setLogLevel("ERROR")
     spark_consumer.register(session)
+    return session
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the JVM before any test runs: launching it from a process whose in-process brokers
+    have gRPC threads running made it exit before it answered, now and then, in CI."""
+    if any("spark" in getattr(item, "fixturenames", ()) for item in items):
+        _SPARK["session"] = _start_spark()
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for the whole run; its Python workers use this interpreter."""
+    session = _SPARK.get("session") or _start_spark()
     yield session
     session.stop()
