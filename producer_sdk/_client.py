@@ -29,13 +29,13 @@ class BrokerClient:
 
     def __init__(self, broker: str, *, timeout: float, token: str | None = None) -> None:
         self._channel = grpc.aio.insecure_channel(broker, options=_CHANNEL_OPTIONS)
-        self.stub = pb_grpc.BrokerStub(self._channel)
+        self.broker_stub = pb_grpc.BrokerStub(self._channel)
         self.timeout = timeout
         self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
 
     async def call(self, method: str, request: Any) -> Any:
         """Invoke the unary RPC ``method``; raise the typed error when it fails for good."""
-        rpc = getattr(self.stub, method)
+        rpc = getattr(self.broker_stub, method)
         deadline = time.monotonic() + self.timeout
         backoff = 0.05
         while True:

@@ -41,7 +41,7 @@ class SessionLoop:
         """Hold the session open until cancelled, or until the broker refuses the hello (see ``refused``)."""
         backoff = 0.05
         while True:
-            call = self._client.stub.ProducerSession(metadata=self._client.metadata)
+            call = self._client.broker_stub.ProducerSession(metadata=self._client.metadata)
             try:
                 await call.write(self._hello)
                 welcome = await call.read()
