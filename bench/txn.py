@@ -28,7 +28,6 @@ from bench import _rabbitmq
 from producer_sdk import AsyncTransactionProducer, LocalTransactionState, Message, TransactionListener
 
 ROOT = Path(__file__).resolve().parent.parent
-BROKER_CMD = os.environ.get("BROKER_CMD", f"{sys.executable} -m broker").split()
 
 
 def free_port() -> int:
@@ -121,7 +120,8 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-"))
     port = free_port()
     broker = start(
-        [*BROKER_CMD, "--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0", "--rocketmq-port", "0",
+        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port),
+         "--http-port", "0", "--rocketmq-port", "0",
          "--topic", "bench:4",
          "--flush", args.flush, "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3"],
         "halfmq broker ready",

@@ -74,10 +74,14 @@ class MessagingService:
         next_offset = messages[-1].queue_offset + 1 if messages else max(offset, low)
         return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
 
+    def queue_count(self, topic: str) -> int:
+        """How many queues a real topic has. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
+        check_data_topic(topic)
+        return self._store.topic(topic).queues
+
     def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """``{queue_id: (min_offset, max_offset)}``, max being one past the newest message."""
-        check_data_topic(topic)
-        return {q: self._store.queue_range(topic, q) for q in range(self._store.topic(topic).queues)}
+        return {q: self._store.queue_range(topic, q) for q in range(self.queue_count(topic))}
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)

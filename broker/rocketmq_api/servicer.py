@@ -22,7 +22,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from broker import errors
 from broker.messaging import MessagingService
-from broker.model import Message, Resolution, Source, StoredMessage, check_data_topic
+from broker.model import Message, Resolution, Source, StoredMessage
 from broker.rocketmq_api.auth import SignatureInterceptor
 from broker.rocketmq_api.protocol import load
 from broker.store.deliveries import Delivery
@@ -125,8 +125,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         topic = request.topic.name
         try:
-            check_data_topic(topic)
-            queues = self._messaging.queue_offsets(topic)
+            queues = range(self._messaging.queue_count(topic))
         except errors.HalfmqError as exc:
             return service.QueryRouteResponse(status=status(exc))
         host, port = self._advertised
@@ -285,7 +284,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         group, topic = request.group.name, request.message_queue.topic.name
         batch = request.batch_size or 32
         invisible = request.invisible_duration.ToMilliseconds() / 1000 or 30.0
-        queues = len(self._messaging.queue_offsets(topic))
+        queues = self._messaging.queue_count(topic)
         start = next(self._turns)
         received: list[Delivery] = []
         for i in range(queues):
