@@ -58,7 +58,9 @@ class Broker:
         """Create the configured topics, start serving gRPC and the periodic check loop."""
         for topic in self.settings.topics:
             await self.messaging.create_topic(topic.name, topic.queues)
-        servicer = BrokerServicer(self.messaging, self.transactions, self.registry)
+        servicer = BrokerServicer(
+            self.messaging, self.transactions, self.registry, check_timeout=self.settings.check_timeout
+        )
         self._server, self.grpc_port = create_server(
             servicer, f"{self.settings.host}:{self.settings.grpc_port}", auth_token=self.settings.auth_token
         )
@@ -105,6 +107,7 @@ class Broker:
                 self.registry,
                 advertised=(self.settings.host, port),
                 max_body_bytes=self.settings.max_body_bytes,
+                check_timeout=self.settings.check_timeout,
             ),
             address,
             auth_token=self.settings.auth_token,

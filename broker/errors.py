@@ -13,7 +13,10 @@ in one table each (``broker.grpc_api.status``). ``code`` is the stable name sent
     ├── TopicExists              the topic exists with a different queue count
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
     ├── ResolutionConflict       the transaction was already resolved differently
+    ├── MessageIdInUse           a message id already taken by another message or transaction
     ├── StaleReceiptHandle       a receipt handle that was acknowledged, or redelivered since
+    ├── StorageFull              the disk (or the store's size limit) is full; reads still work
+    ├── StorageFailure           any other failure of the store's SQLite file
     └── BrokerClosed             the store is shut down
 """
 
@@ -78,6 +81,24 @@ class ResolutionConflict(HalfmqError):
     """Raised when a transaction is asked to reach a state other than the one already recorded."""
 
     code = "RESOLUTION_CONFLICT"
+
+
+class MessageIdInUse(HalfmqError):
+    """Raised when a message id is already used in the topic by a different message or transaction."""
+
+    code = "MESSAGE_ID_IN_USE"
+
+
+class StorageFull(HalfmqError):
+    """Raised when a write cannot be stored because the disk is full; nothing of it is kept."""
+
+    code = "STORAGE_FULL"
+
+
+class StorageFailure(HalfmqError):
+    """Raised when the store's SQLite file fails for any reason other than a full disk."""
+
+    code = "STORAGE_ERROR"
 
 
 class StaleReceiptHandle(HalfmqError):

@@ -16,10 +16,10 @@ from broker.model import (
     check_data_topic,
     check_message,
     check_name,
+    queue_for,
 )
 from broker.store import Store
 from broker.store.deliveries import Delivery
-from broker.transaction.service import queue_for
 
 MAX_PULL = 1024
 MAX_BATCH = 1024
@@ -59,7 +59,7 @@ class MessagingService:
             placed.append((message, queue_for(message.message_id, topic.queues)))
         return await self._store.append(placed, to_ms(self._clock()))
 
-    def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch:
+    async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch:
         """Return up to ``max_messages`` messages of a queue from ``offset`` on.
 
         Raises InvalidArgument, HiddenTopic or TopicNotFound.
@@ -69,8 +69,8 @@ class MessagingService:
             raise InvalidArgument(f"offset must be >= 0, got {offset}")
         if not 1 <= max_messages <= MAX_PULL:
             raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
-        messages = self._store.read(topic, queue_id, offset, max_messages)
-        low, high = self._store.queue_range(topic, queue_id)
+        messages = await self._store.query(self._store.read, topic, queue_id, offset, max_messages)
+        low, high = await self._store.query(self._store.queue_range, topic, queue_id)
         next_offset = messages[-1].queue_offset + 1 if messages else max(offset, low)
         return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
 
@@ -79,9 +79,9 @@ class MessagingService:
         check_data_topic(topic)
         return self._store.topic(topic).queues
 
-    def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+    async def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """``{queue_id: (min_offset, max_offset)}``, max being one past the newest message."""
-        return {q: self._store.queue_range(topic, q) for q in range(self.queue_count(topic))}
+        return {q: await self._store.query(self._store.queue_range, topic, q) for q in range(self.queue_count(topic))}
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)
@@ -90,11 +90,11 @@ class MessagingService:
             raise InvalidArgument(f"offset must be >= 0, got {offset}")
         await self._store.commit_consumer_offset(group, topic, queue_id, offset)
 
-    def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
+    async def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
         check_name("consumer group", group)
         check_data_topic(topic)
         self._store.topic(topic)
-        return self._store.consumer_offsets(group, topic)
+        return await self._store.query(self._store.consumer_offsets, group, topic)
 
     async def receive(
         self, group: str, topic: str, queue_id: int, batch: int, invisible_seconds: float, tags: frozenset[str] | None

@@ -30,7 +30,7 @@ class Metrics:
         }
         self._checks = Counter(
             "halfmq_checks",
-            "Check requests by outcome: delivered, undelivered, or the producer's answer",
+            "Check requests by outcome: delivered, undelivered, expired unanswered, refunded, or the producer's answer",
             ["outcome"],
             registry=self.registry,
         )
@@ -71,8 +71,8 @@ class Metrics:
         self._resolved[state].inc()
         self._finish.observe(max(seconds_since_half, 0.0))
 
-    def check(self, outcome: str) -> None:
-        self._checks.labels(outcome=outcome).inc()
+    def check(self, outcome: str, count: int = 1) -> None:
+        self._checks.labels(outcome=outcome).inc(count)
 
     def group_commit(self, jobs: int, seconds: float) -> None:
         self._batch.observe(jobs)

@@ -6,8 +6,9 @@ Plain frozen dataclasses; they know nothing of protobuf, HTTP or SQL.
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from broker.errors import HiddenTopic, InvalidArgument, MessageTooLarge, ProducerGroupMismatch, ResolutionConflict
@@ -17,11 +18,14 @@ OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 DISCARD_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 SYSTEM_TOPICS = (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)
 OP_TAG = "d"
+# Properties the broker adds to a half message; never shown to producers or consumers.
+SYSTEM_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY")
 
 MAX_QUEUES = 256
 _NAME = re.compile(r"[A-Za-z0-9_%|-]{1,127}")
 _MESSAGE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _TRANSACTION_ID = re.compile(r"[0-9a-f]{32}")
+_CLIENT_ID = re.compile(r"[\x21-\x7e]{1,256}")
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,13 @@ def check_transaction_id(value: str) -> str:
     return value
 
 
+def check_client_id(value: str) -> str:
+    """Return ``value`` if it can name a producer session (shown to operators); raise otherwise."""
+    if not _CLIENT_ID.fullmatch(value):
+        raise InvalidArgument(f"client_id must be 1-256 printable ASCII characters without spaces, got {value[:64]!r}")
+    return value
+
+
 def check_message(message: Message, max_body_bytes: int) -> Message:
     """Return ``message`` if every field is well formed; raise InvalidArgument otherwise."""
     check_data_topic(message.topic)
@@ -198,3 +209,20 @@ def check_message(message: Message, max_body_bytes: int) -> Message:
     if len(message.tags) > 1024:
         raise InvalidArgument("tags must be at most 1024 characters")
     return message
+
+
+def queue_for(message_id: str, queues: int) -> int:
+    """The queue a message goes to: stable for a message id, spread evenly over the queues."""
+    return zlib.crc32(message_id.encode()) % queues
+
+
+def check_view(half: StoredMessage) -> StoredMessage:
+    """The half message as its producer sent it, for a check: the real topic and queue, the
+    user's properties only (RocketMQ restores these the same way before it checks)."""
+    properties = half.properties
+    return replace(
+        half,
+        topic=properties.get("REAL_TOPIC", half.topic),
+        queue_id=int(properties.get("REAL_QID", half.queue_id)),
+        properties={k: v for k, v in properties.items() if k not in SYSTEM_PROPERTIES},
+    )

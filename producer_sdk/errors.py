@@ -15,7 +15,9 @@ Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matc
     ├── TopicExists              the topic exists with another queue count
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
     ├── ResolutionConflict       the transaction was already resolved differently
+    ├── MessageIdInUse           the message id is taken by another message or transaction
     └── BrokerError              any other broker failure (status and message kept)
+        └── StorageFull          the broker's disk is full: nothing of the request was stored
 """
 
 from __future__ import annotations
@@ -77,8 +79,16 @@ class ResolutionConflict(HalfmqError):
     """Raised when the transaction was already resolved differently (the first resolution wins)."""
 
 
+class MessageIdInUse(HalfmqError):
+    """Raised when the message id is already used in the topic by another message or transaction."""
+
+
 class BrokerError(HalfmqError):
     """Raised for any other failure the broker reports."""
+
+
+class StorageFull(BrokerError):
+    """Raised when the broker's disk is full; nothing of the request was stored (retry later)."""
 
 
 _BY_CODE: dict[str, type[HalfmqError]] = {
@@ -92,6 +102,8 @@ _BY_CODE: dict[str, type[HalfmqError]] = {
     "PRODUCER_GROUP_MISMATCH": ProducerGroupMismatch,
     "RESOLUTION_CONFLICT": ResolutionConflict,
     "BROKER_CLOSED": BrokerUnavailable,
+    "MESSAGE_ID_IN_USE": MessageIdInUse,
+    "STORAGE_FULL": StorageFull,
 }
 
 

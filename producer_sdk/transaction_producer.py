@@ -14,7 +14,7 @@ from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._client import BrokerClient, message_to_pb, received_from_pb
 from producer_sdk._loop import LoopThread
 from producer_sdk._session import RESOLUTIONS, SessionLoop
-from producer_sdk.errors import BrokerUnavailable
+from producer_sdk.errors import BrokerError, BrokerUnavailable
 from producer_sdk.listener import TransactionListener, await_listener, call_listener
 from producer_sdk.message import LocalTransactionState, Message, SendResult, TransactionState
 
@@ -122,7 +122,7 @@ class AsyncTransactionProducer:
         try:
             response = await self._connected_client().call("EndTransaction", request)
             state = TransactionState[pb.TransactionState.Name(response.state)]
-        except BrokerUnavailable as exc:
+        except (BrokerUnavailable, BrokerError) as exc:  # e.g. a full disk: the half message is stored
             log.warning("end of transaction %s not confirmed (%s); the broker will check", transaction_id, exc)
             state = None
         return SendResult(

@@ -86,13 +86,12 @@ def topic_rows(data_dir: Path, topic: str) -> list[tuple[str, int, int, bytes]]:
         ).fetchall()
 
 
-def store_snapshot(data_dir: Path) -> tuple[Any, ...]:
-    """Everything the store holds, to show that a refused request changed nothing."""
+def store_snapshot(data_dir: Path) -> dict[str, list[Any]]:
+    """Every row of every table the store holds, to show that a refused request changed nothing."""
     with sqlite3.connect(data_dir / DB_FILE) as conn:
-        return tuple(
-            tuple(conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall())
-            for table in ("topics", "messages", "transactions", "consumer_offsets")
-        )
+        tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        assert {"messages", "transactions", "checks", "deliveries", "consumer_offsets"} <= set(tables)
+        return {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr) for table in tables}
 
 
 def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.01) -> None:

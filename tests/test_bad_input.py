@@ -39,6 +39,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerTh
                 message=pb.Message(topic="orders", body=b"x", message_id="seed"), producer_group="g"
             )
         )
+        stub.SendMessage(pb.SendMessageRequest(message=pb.Message(topic="orders", body=b"n", message_id="taken")))
     yield broker, half.transaction_id
     broker.stop()
 
@@ -88,6 +89,9 @@ CASES = [
     ("SendHalfMessage", half(msg(message_id="../etc")), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
     ("SendHalfMessage", half(msg(), group=""), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
     ("SendHalfMessage", half(msg(), group="bad group"), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("SendHalfMessage", half(msg(message_id="taken")), S.ALREADY_EXISTS, "MESSAGE_ID_IN_USE"),
+    ("SendHalfMessage", half(msg(message_id="seed"), group="other"), S.ALREADY_EXISTS, "MESSAGE_ID_IN_USE"),
+    ("SendMessage", pb.SendMessageRequest(message=msg(message_id="seed")), S.ALREADY_EXISTS, "MESSAGE_ID_IN_USE"),
     ("EndTransaction", end("not-hex"), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
     ("EndTransaction", end(UNKNOWN_TXID), S.NOT_FOUND, "TRANSACTION_NOT_FOUND"),
     ("EndTransaction", end(TXID, group="other"), S.PERMISSION_DENIED, "PRODUCER_GROUP_MISMATCH"),

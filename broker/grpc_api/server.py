@@ -9,7 +9,16 @@ from broker.grpc_api.servicer import BrokerServicer
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 
 # Bodies up to the broker's own limit must reach the validation that names it.
-_MAX_MESSAGE = 64 * 1024 * 1024
+TRANSPORT_LIMIT = 64 * 1024 * 1024
+# Ping idle connections every 20 s and drop a peer that does not answer within 10 s: a dead or
+# frozen producer's session leaves the registry instead of waiting for checks. Clients may ping
+# every 10 s (the SDK pings every 30 s).
+KEEPALIVE_OPTIONS = [
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+]
 
 
 def create_server(
@@ -20,9 +29,10 @@ def create_server(
     server = grpc.aio.server(
         interceptors=[TokenInterceptor(auth_token)] if auth_token else [],
         options=[
-            ("grpc.max_receive_message_length", _MAX_MESSAGE),
-            ("grpc.max_send_message_length", _MAX_MESSAGE),
+            ("grpc.max_receive_message_length", TRANSPORT_LIMIT),
+            ("grpc.max_send_message_length", TRANSPORT_LIMIT),
             ("grpc.so_reuseport", 0),
+            *KEEPALIVE_OPTIONS,
         ],
     )
     pb_grpc.add_BrokerServicer_to_server(servicer, server)

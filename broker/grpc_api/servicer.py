@@ -21,6 +21,7 @@ from broker.grpc_api.convert import (
 from broker.grpc_api.session import serve_session
 from broker.grpc_api.status import ERROR_METADATA_KEY, status_for
 from broker.messaging import MessagingService
+from broker.model import Source
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -46,11 +47,17 @@ def translate_errors(handler: Handler[R]) -> Handler[R]:
 
 class BrokerServicer(pb_grpc.BrokerServicer):
     def __init__(
-        self, messaging: MessagingService, transactions: TransactionService, registry: ProducerRegistry
+        self,
+        messaging: MessagingService,
+        transactions: TransactionService,
+        registry: ProducerRegistry,
+        *,
+        check_timeout: float,
     ) -> None:
         self._messaging = messaging
         self._transactions = transactions
         self._registry = registry
+        self._check_timeout = check_timeout
 
     @translate_errors
     async def SendMessage(self, request: pb.SendMessageRequest, context: Any) -> pb.SendMessageResponse:
@@ -71,20 +78,20 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @translate_errors
     async def EndTransaction(self, request: pb.EndTransactionRequest, context: Any) -> pb.EndTransactionResponse:
+        source = source_from_pb(request.source)
+        if source is Source.CHECK:
+            self._registry.answered(request.transaction_id)
         result = await self._transactions.end(
-            request.transaction_id,
-            request.producer_group,
-            resolution_from_pb(request.resolution),
-            source_from_pb(request.source),
+            request.transaction_id, request.producer_group, resolution_from_pb(request.resolution), source
         )
         return pb.EndTransactionResponse(state=STATES[result.state], already_resolved=result.already_resolved)
 
     async def ProducerSession(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
-        await serve_session(context, self._registry, self._transactions)
+        await serve_session(context, self._registry, self._transactions, check_timeout=self._check_timeout)
 
     @translate_errors
     async def Pull(self, request: pb.PullRequest, context: Any) -> pb.PullResponse:
-        batch = self._messaging.pull(request.topic, request.queue_id, request.offset, request.max_messages)
+        batch = await self._messaging.pull(request.topic, request.queue_id, request.offset, request.max_messages)
         return pb.PullResponse(
             messages=[stored_to_pb(m) for m in batch.messages],
             next_offset=batch.next_offset,
@@ -94,7 +101,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @translate_errors
     async def GetQueueOffsets(self, request: pb.GetQueueOffsetsRequest, context: Any) -> pb.GetQueueOffsetsResponse:
-        offsets = self._messaging.queue_offsets(request.topic)
+        offsets = await self._messaging.queue_offsets(request.topic)
         return pb.GetQueueOffsetsResponse(
             queues=[pb.QueueOffsets(queue_id=q, min_offset=lo, max_offset=hi) for q, (lo, hi) in offsets.items()]
         )
@@ -113,7 +120,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         self, request: pb.GetConsumerOffsetsRequest, context: Any
     ) -> pb.GetConsumerOffsetsResponse:
         return pb.GetConsumerOffsetsResponse(
-            offsets=self._messaging.consumer_offsets(request.consumer_group, request.topic)
+            offsets=await self._messaging.consumer_offsets(request.consumer_group, request.topic)
         )
 
     @translate_errors

@@ -3,29 +3,37 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
+from collections.abc import Callable
 
 import grpc
 
 from broker.errors import HalfmqError
 from broker.grpc_api.convert import resolution_from_pb, stored_to_pb
-from broker.model import check_name
-from broker.transaction.registry import CheckRequest, ProducerRegistry
+from broker.model import check_client_id, check_name
+from broker.transaction.outbox import Check, CheckRequest, Outbox
+from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 
+HELLO_TIMEOUT = 5.0  # seconds a new session has to say hello
+
+
 class GrpcProducerSession:
     """One producer's live stream, registered so the check service can reach it."""
 
-    def __init__(self, producer_group: str, client_id: str, context: grpc.aio.ServicerContext) -> None:
+    def __init__(
+        self, producer_group: str, client_id: str, context: grpc.aio.ServicerContext, outbox: Callable[..., Outbox]
+    ) -> None:
         self._producer_group = producer_group
         self._client_id = client_id
         self._context = context
-        self._write_lock = asyncio.Lock()
+        self.outbox = outbox(self._write)
 
     @property
     def producer_group(self) -> str:
@@ -35,41 +43,63 @@ class GrpcProducerSession:
     def client_id(self) -> str:
         return self._client_id
 
-    async def deliver(self, request: CheckRequest) -> None:
+    def offer(self, check: Check) -> asyncio.Future[None] | None:
+        return self.outbox.offer(check)
+
+    async def _write(self, request: CheckRequest) -> None:
         check = pb.CheckRequest(
             transaction_id=request.transaction_id,
             message=stored_to_pb(request.message),
             producer_group=request.producer_group,
             check_times=request.check_times,
         )
-        async with self._write_lock:
-            await self._context.write(pb.SessionDown(check=check))
+        await self._context.write(pb.SessionDown(check=check))
 
 
 async def serve_session(
-    context: grpc.aio.ServicerContext, registry: ProducerRegistry, transactions: TransactionService
+    context: grpc.aio.ServicerContext,
+    registry: ProducerRegistry,
+    transactions: TransactionService,
+    *,
+    check_timeout: float,
 ) -> None:
-    """Run one ProducerSession call: read the hello, register, then apply answers until the stream ends."""
-    first = await context.read()
+    """Run one ProducerSession call: read the hello, register, then apply answers until the stream ends.
+
+    A session that does not say hello within HELLO_TIMEOUT is closed with DEADLINE_EXCEEDED.
+    Checks go out through the session's outbox, each write bounded by ``check_timeout``.
+    """
+    try:
+        first = await asyncio.wait_for(context.read(), HELLO_TIMEOUT)
+    except TimeoutError:
+        await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"no hello within {HELLO_TIMEOUT:g}s")
     if first is grpc.aio.EOF or not first.HasField("hello"):
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message of a session must be hello")
     hello = first.hello
     try:
         check_name("producer group", hello.producer_group)
+        if hello.client_id:
+            check_client_id(hello.client_id)
     except HalfmqError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    session = GrpcProducerSession(hello.producer_group, hello.client_id or uuid.uuid4().hex, context)
+    handler = asyncio.current_task()
+    assert handler is not None, "a servicer method runs as a task"
+    make_outbox = functools.partial(Outbox, write_timeout=check_timeout, on_stuck=handler.cancel)
+    session = GrpcProducerSession(hello.producer_group, hello.client_id or uuid.uuid4().hex, context, make_outbox)
     await context.write(pb.SessionDown(welcome=pb.Welcome(session_id=uuid.uuid4().hex)))
+    writer = asyncio.create_task(session.outbox.run())
     registry.register(session)
     answers: set[asyncio.Task[None]] = set()
     try:
         while (up := await context.read()) is not grpc.aio.EOF:
             if up.HasField("answer"):
+                registry.answered(up.answer.transaction_id)
                 task = asyncio.create_task(_apply_answer(up.answer, session, transactions))
                 answers.add(task)
                 task.add_done_callback(answers.discard)
     finally:
         registry.unregister(session)
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
         if answers:
             await asyncio.gather(*answers)
 

@@ -19,6 +19,9 @@ _STATUS: dict[type[errors.HalfmqError], grpc.StatusCode] = {
     errors.ProducerGroupMismatch: grpc.StatusCode.PERMISSION_DENIED,
     errors.ResolutionConflict: grpc.StatusCode.FAILED_PRECONDITION,
     errors.BrokerClosed: grpc.StatusCode.UNAVAILABLE,
+    errors.MessageIdInUse: grpc.StatusCode.ALREADY_EXISTS,
+    errors.StorageFull: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.StorageFailure: grpc.StatusCode.INTERNAL,
 }
 
 

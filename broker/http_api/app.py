@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.schemas import Health, Stats
 from broker.http_api.status import error_body, status_for
 
+log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 _HTTP_CODES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
 
@@ -38,6 +40,11 @@ def create_app(context: AdminContext) -> FastAPI:
     @app.exception_handler(HalfmqError)
     async def core_error(request: Request, exc: HalfmqError) -> JSONResponse:
         return JSONResponse(error_body(exc.code, str(exc)), status_code=status_for(exc))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed: %r", request.method, request.url.path, exc)
+        return JSONResponse(error_body("INTERNAL", "the broker failed to handle the request"), status_code=500)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:

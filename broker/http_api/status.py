@@ -17,6 +17,9 @@ _STATUS: dict[type[errors.HalfmqError], int] = {
     errors.ProducerGroupMismatch: 403,
     errors.ResolutionConflict: 409,
     errors.BrokerClosed: 503,
+    errors.MessageIdInUse: 409,
+    errors.StorageFull: 507,
+    errors.StorageFailure: 500,
 }
 
 

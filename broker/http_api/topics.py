@@ -75,7 +75,7 @@ async def send_message(
 
 
 @router.get("/{name}/queues", response_model=list[QueueOut])
-def queue_offsets(name: str, context: AdminContext = Depends(admin_context)) -> list[QueueOut]:  # noqa: B008
+async def queue_offsets(name: str, context: AdminContext = Depends(admin_context)) -> list[QueueOut]:  # noqa: B008
     """Per-queue offsets; ``max_offset`` is one past the newest message."""
-    offsets = context.messaging.queue_offsets(name)
+    offsets = await context.messaging.queue_offsets(name)
     return [QueueOut(queue_id=q, min_offset=lo, max_offset=hi) for q, (lo, hi) in offsets.items()]

@@ -61,14 +61,14 @@ def transaction_detail(
 async def commit(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Commit a pending transaction as an operator: its message becomes visible once."""
     await context.transactions.operator_end(transaction_id, Resolution.COMMIT)
-    return TransactionOut(**_out(context, context.store.transaction(transaction_id)))
+    return TransactionOut(**_out(context, await context.store.query(context.store.transaction, transaction_id)))
 
 
 @router.post("/{transaction_id}/rollback", response_model=TransactionOut, dependencies=[Depends(require_token)])
 async def rollback(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Roll back a pending transaction as an operator: its message is never delivered."""
     await context.transactions.operator_end(transaction_id, Resolution.ROLLBACK)
-    return TransactionOut(**_out(context, context.store.transaction(transaction_id)))
+    return TransactionOut(**_out(context, await context.store.query(context.store.transaction, transaction_id)))
 
 
 @router.post("/{transaction_id}/resume", response_model=TransactionOut, dependencies=[Depends(require_token)])

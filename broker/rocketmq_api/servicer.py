@@ -10,6 +10,7 @@ here answer UNIMPLEMENTED (the generated base class).
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -21,12 +22,14 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from broker import errors
+from broker.grpc_api.server import KEEPALIVE_OPTIONS, TRANSPORT_LIMIT
 from broker.messaging import MessagingService
 from broker.model import Message, Resolution, Source, StoredMessage
 from broker.rocketmq_api.auth import SignatureInterceptor
 from broker.rocketmq_api.protocol import load
 from broker.store.deliveries import Delivery
-from broker.transaction.registry import CheckRequest, ProducerRegistry
+from broker.transaction.outbox import Check, CheckRequest, Outbox
+from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 
 definition, service, service_grpc = load()
@@ -41,9 +44,11 @@ _CODES = {
     errors.ResolutionConflict: definition.PRECONDITION_FAILED,
     errors.BrokerClosed: definition.INTERNAL_ERROR,
     errors.StaleReceiptHandle: definition.INVALID_RECEIPT_HANDLE,
+    errors.MessageIdInUse: definition.BAD_REQUEST,
+    errors.StorageFull: definition.INTERNAL_SERVER_ERROR,
+    errors.StorageFailure: definition.INTERNAL_SERVER_ERROR,
 }
 _POLL = 0.1  # seconds between looks at an empty queue during long polling
-_SYSTEM_PROPERTIES = {"REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY"}
 
 
 def group_of(topic: str) -> str:
@@ -65,12 +70,11 @@ def _timestamp(ms: int) -> Timestamp:
 
 def to_rocketmq(message: StoredMessage, message_type: int | None = None, **system: Any) -> Any:
     """A stored message as the RocketMQ 5 client expects it (with a CRC32 body digest)."""
-    user = {k: v for k, v in message.properties.items() if k not in _SYSTEM_PROPERTIES}
     if message_type is None:
         message_type = definition.TRANSACTION if message.transaction_id else definition.NORMAL
     return definition.Message(
-        topic=definition.Resource(name=message.properties.get("REAL_TOPIC", message.topic)),
-        user_properties=user,
+        topic=definition.Resource(name=message.topic),
+        user_properties=dict(message.properties),
         system_properties=definition.SystemProperties(
             tag=message.tags or None,
             keys=list(message.keys),
@@ -91,13 +95,18 @@ def to_rocketmq(message: StoredMessage, message_type: int | None = None, **syste
 class TelemetrySession:
     """A RocketMQ 5 producer's Telemetry stream, registered once per topic it publishes."""
 
-    def __init__(self, topic: str, client_id: str, context: grpc.aio.ServicerContext, lock: asyncio.Lock) -> None:
+    def __init__(self, topic: str, client_id: str, context: grpc.aio.ServicerContext, lock: asyncio.Lock,
+                 make_outbox: Callable[..., Outbox]) -> None:  # fmt: skip
         self.producer_group = group_of(topic)
         self.client_id = client_id
         self._context = context
         self._lock = lock
+        self.outbox = make_outbox(self._write)
 
-    async def deliver(self, request: CheckRequest) -> None:
+    def offer(self, check: Check) -> asyncio.Future[None] | None:
+        return self.outbox.offer(check)
+
+    async def _write(self, request: CheckRequest) -> None:
         command = service.RecoverOrphanedTransactionCommand(
             message=to_rocketmq(request.message, definition.TRANSACTION), transaction_id=request.transaction_id
         )
@@ -114,12 +123,14 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         *,
         advertised: tuple[str, int],
         max_body_bytes: int,
+        check_timeout: float,
     ) -> None:
         self._messaging = messaging
         self._transactions = transactions
         self._registry = registry
         self._advertised = advertised
         self._max_body_bytes = max_body_bytes
+        self._check_timeout = check_timeout
         self._turns = itertools.count()
 
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -207,6 +218,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         group = group_of(request.topic.name)
         try:
             if source is Source.CHECK:
+                self._registry.answered(request.transaction_id)
                 await self._transactions.answer_check(request.transaction_id, group, resolution)
             else:
                 await self._transactions.end(request.transaction_id, group, resolution, source)
@@ -219,7 +231,11 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         if not client_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "x-mq-client-id metadata is required")
         lock = asyncio.Lock()
+        handler = asyncio.current_task()
+        assert handler is not None, "a servicer method runs as a task"
+        make_outbox = functools.partial(Outbox, write_timeout=self._check_timeout, on_stuck=handler.cancel)
         sessions: list[TelemetrySession] = []
+        writers: list[asyncio.Task[None]] = []
         try:
             while (command := await context.read()) is not grpc.aio.EOF:
                 if not command.HasField("settings"):
@@ -230,12 +246,16 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                 known = {s.producer_group for s in sessions}
                 for topic in command.settings.publishing.topics:
                     if group_of(topic.name) not in known:
-                        session = TelemetrySession(topic.name, client_id, context, lock)
+                        session = TelemetrySession(topic.name, client_id, context, lock, make_outbox)
+                        writers.append(asyncio.create_task(session.outbox.run()))
                         self._registry.register(session)
                         sessions.append(session)
         finally:
             for session in sessions:
                 self._registry.unregister(session)
+            for writer in writers:
+                writer.cancel()
+            await asyncio.gather(*writers, return_exceptions=True)
 
     async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Every queue of the topic is assigned to every consumer: receipt handles keep them apart."""
@@ -376,7 +396,7 @@ def create_server(
     must be signed with it as the client's secret key."""
     server = grpc.aio.server(
         interceptors=[SignatureInterceptor(auth_token)] if auth_token else [],
-        options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)],
+        options=[("grpc.max_receive_message_length", TRANSPORT_LIMIT), *KEEPALIVE_OPTIONS],
     )
     port = server.add_insecure_port(address)
     service_grpc.add_MessagingServiceServicer_to_server(make_servicer(port), server)

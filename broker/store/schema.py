@@ -51,6 +51,10 @@ CREATE TABLE IF NOT EXISTS transactions (
     resumes INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS transactions_pending ON transactions (half_stored_at) WHERE state = 'PENDING';
+-- Each group's pending rows in age order: a round takes its share of every live group, so no
+-- group's backlog (orphaned or not) starves another.
+CREATE INDEX IF NOT EXISTS transactions_pending_group ON transactions (producer_group, half_stored_at)
+    WHERE state = 'PENDING';
 
 -- Every check delivered to a producer, for operators (bounded: at most check_max per resume).
 CREATE TABLE IF NOT EXISTS checks (

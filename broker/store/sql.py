@@ -5,14 +5,19 @@ Used inside the writer's jobs and by the readers; nothing outside ``broker.store
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from broker.model import HALF_TOPIC, Message, StoredMessage, Transaction, TransactionState
+from broker.errors import StorageFailure, StorageFull
+from broker.model import HALF_TOPIC, SYSTEM_PROPERTIES, Message, StoredMessage, Transaction, TransactionState
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class Flush(Enum):
@@ -32,6 +37,27 @@ TRANSACTION_COLUMNS = (
     "transaction_id, producer_group, half_offset, topic, queue_id, message_id, state, check_times,"
     " half_stored_at, last_check_at, resolved_at, resolution_source, resumes"
 )
+
+
+def translate(exc: sqlite3.Error) -> StorageFull | StorageFailure:
+    """The one mapping of SQLite's errors to the core's: a full disk (or size limit) is
+    StorageFull, anything else StorageFailure; the caller raises it ``from exc``."""
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+        return StorageFull(f"the store is full: {exc}; nothing of this request was stored")
+    return StorageFailure(f"the store failed: {exc}")
+
+
+def translated(read: Callable[P, T]) -> Callable[P, T]:
+    """Make a read raise the core's storage errors instead of SQLite's."""
+
+    @functools.wraps(read)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return read(*args, **kwargs)
+        except sqlite3.Error as exc:
+            raise translate(exc) from exc
+
+    return wrapper
 
 
 def connect(path: Path, flush: Flush) -> sqlite3.Connection:
@@ -134,10 +160,9 @@ def find_message(conn: sqlite3.Connection, topic: str, message_id: str) -> Store
     return None if row is None else row_to_message(row)
 
 
-_SYSTEM_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY")
 # The producer's properties back from the half copy: system properties removed, then ``extra`` set.
 _RESTORED_PROPERTIES = (
-    "json_patch(json_remove(properties, " + ", ".join(f"'$.{p}'" for p in _SYSTEM_PROPERTIES) + "), ?)"
+    "json_patch(json_remove(properties, " + ", ".join(f"'$.{p}'" for p in SYSTEM_PROPERTIES) + "), ?)"
 )
 
 

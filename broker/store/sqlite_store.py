@@ -6,13 +6,17 @@ connection per thread and see every write that has returned. Nothing outside thi
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from broker.errors import (
     BrokerClosed,
+    MessageIdInUse,
     ResolutionConflict,
     TopicExists,
     TopicNotFound,
@@ -46,10 +50,14 @@ from broker.store.sql import (
     row_to_message,
     row_to_transaction,
     set_consumer_offset,
+    translated,
 )
 from broker.store.writer import GroupCommitWriter
 
 DB_FILE = "halfmq.db"
+READER_THREADS = 4
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class Store:
@@ -74,6 +82,7 @@ class Store:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        self._read_pool = ThreadPoolExecutor(READER_THREADS, thread_name_prefix="halfmq-reader")
         # Topics are read on every send and change only through create_topic: keep them in memory.
         self._topics = {
             name: Topic(name, queues) for name, queues in write_conn.execute("SELECT name, queues FROM topics")
@@ -83,6 +92,7 @@ class Store:
         """Commit what was submitted, then close every connection."""
         self._writer.close()
         self._closed = True
+        self._read_pool.shutdown(wait=True)
         self._write_conn.close()
         with self._readers_lock:
             for conn in self._readers:
@@ -93,6 +103,12 @@ class Store:
     def write_batches(self) -> int:
         """How many group commits the writer has made (for measuring batch sizes)."""
         return self._writer.batches
+
+    async def query(self, read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run one of the store's reads on a reader thread, with its own connection (WAL lets
+        readers run beside the writer), so the event loop only awaits it."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._read_pool, lambda: read(*args, **kwargs))
 
     def _reader(self) -> sqlite3.Connection:
         if self._closed:
@@ -144,6 +160,9 @@ class Store:
         is not stored again and its original position is returned instead."""
 
         def work(conn: sqlite3.Connection) -> list[StoredMessage]:
+            for message, _ in placed:
+                if conn.execute("SELECT 1 FROM transactions WHERE message_id = ?", (message.message_id,)).fetchone():
+                    raise MessageIdInUse(f"message id {message.message_id!r} belongs to a transaction")
             return [
                 find_message(conn, message.topic, message.message_id)
                 or append_message(conn, message.topic, queue_id, message, now_ms)
@@ -152,6 +171,7 @@ class Store:
 
         return await self._writer.run(work)
 
+    @translated
     def read(self, topic: str, queue_id: int, offset: int, limit: int) -> list[StoredMessage]:
         """Return up to ``limit`` messages of the queue from ``offset`` on, in offset order."""
         rows = (
@@ -165,6 +185,7 @@ class Store:
         )
         return [row_to_message(r) for r in rows]
 
+    @translated
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
         """``(min_offset, max_offset)`` of a queue; max is one past the newest message, (0, 0) when empty."""
         # Two subqueries: SQLite answers a lone MIN or MAX from the index, but scans for both together.
@@ -194,7 +215,15 @@ class Store:
                 f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE message_id = ?", (message.message_id,)
             ).fetchone()
             if existing is not None:
-                return row_to_transaction(existing)
+                txn = row_to_transaction(existing)
+                if (txn.topic, txn.producer_group) != (message.topic, producer_group):
+                    raise MessageIdInUse(
+                        f"message id {message.message_id!r} belongs to a transaction of topic {txn.topic!r}"
+                        f" and producer group {txn.producer_group!r}"
+                    )
+                return txn  # a retried send
+            if find_message(conn, message.topic, message.message_id) is not None:
+                raise MessageIdInUse(f"message id {message.message_id!r} is already used in topic {message.topic!r}")
             half = append_message(
                 conn,
                 HALF_TOPIC,
@@ -282,27 +311,39 @@ class Store:
 
         return await self._writer.run(work)
 
-    async def record_check(self, transaction_id: str, now_ms: int, client_id: str) -> int:
-        """Count a check delivered to the producer session ``client_id``; returns the new count.
+    async def record_checks(self, delivered: Sequence[tuple[str, str]], now_ms: int) -> None:
+        """Count checks delivered at ``now_ms``, given as (transaction id, producer session id).
 
-        A transaction resolved meanwhile is left as it is (its count is returned unchanged).
+        A transaction resolved meanwhile is left as it is.
         """
 
-        def work(conn: sqlite3.Connection) -> int:
-            updated = conn.execute(
-                "UPDATE transactions SET check_times = check_times + 1, last_check_at = ?"
-                " WHERE transaction_id = ? AND state = ? RETURNING check_times",
-                (now_ms, transaction_id, TransactionState.PENDING.value),
-            ).fetchone()
-            if updated is None:
-                return self._transaction(conn, transaction_id).check_times
-            conn.execute(
-                "INSERT INTO checks (transaction_id, check_no, checked_at, client_id) VALUES (?, ?, ?, ?)",
-                (transaction_id, updated[0], now_ms, client_id),
-            )
-            return int(updated[0])
+        def work(conn: sqlite3.Connection) -> None:
+            for transaction_id, client_id in delivered:
+                updated = conn.execute(
+                    "UPDATE transactions SET check_times = check_times + 1, last_check_at = ?"
+                    " WHERE transaction_id = ? AND state = ? RETURNING check_times",
+                    (now_ms, transaction_id, TransactionState.PENDING.value),
+                ).fetchone()
+                if updated is not None:
+                    conn.execute(
+                        "INSERT INTO checks (transaction_id, check_no, checked_at, client_id) VALUES (?, ?, ?, ?)",
+                        (transaction_id, updated[0], now_ms, client_id),
+                    )
 
-        return await self._writer.run(work)
+        await self._writer.run(work)
+
+    async def refund_checks(self, transaction_ids: Sequence[str]) -> None:
+        """Give back one counted check to each pending transaction (an unanswered check that
+        must not use up its budget); its delivery stays in the check history."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE transactions SET check_times = check_times - 1"
+                " WHERE transaction_id = ? AND state = ? AND check_times > 0",
+                [(txid, TransactionState.PENDING.value) for txid in transaction_ids],
+            )
+
+        await self._writer.run(work)
 
     async def resume(self, transaction_id: str, now_ms: int) -> Transaction:
         """Make a DISCARDED transaction PENDING again with a fresh check budget and clock.
@@ -324,6 +365,7 @@ class Store:
 
         return await self._writer.run(work)
 
+    @translated
     def list_transactions(
         self, state: TransactionState | None, limit: int, offset: int
     ) -> tuple[list[Transaction], int]:
@@ -338,6 +380,7 @@ class Store:
         ).fetchall()
         return [row_to_transaction(r) for r in rows], int(total)
 
+    @translated
     def checks_of(self, transaction_id: str) -> list[CheckRecord]:
         rows = (
             self._reader()
@@ -349,10 +392,12 @@ class Store:
         )
         return [CheckRecord(check_no=n, checked_at=at, client_id=client) for n, at, client in rows]
 
+    @translated
     def transaction(self, transaction_id: str) -> Transaction:
         """Return the transaction record; raise TransactionNotFound if there is none."""
         return self._transaction(self._reader(), transaction_id)
 
+    @translated
     def half_message(self, txn: Transaction) -> StoredMessage:
         """Return the half message of ``txn`` as the producer sent it (system properties kept)."""
         row = (
@@ -365,20 +410,34 @@ class Store:
         )
         return row_to_message(row)
 
-    def pending(self, stored_before_ms: int, limit: int) -> list[Transaction]:
+    @translated
+    def pending(self, stored_before_ms: int, limit: int, producer_group: str | None = None) -> list[Transaction]:
         """Return up to ``limit`` PENDING transactions whose half was stored before the given
-        time, oldest first. Uses the partial index: the cost does not grow with history."""
+        time, oldest first, of one producer group or of all. Uses partial indexes: the cost does
+        not grow with history."""
+        where, params = ("AND producer_group = ?", (producer_group,)) if producer_group is not None else ("", ())
         rows = (
             self._reader()
             .execute(
-                f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE state = ? AND half_stored_at < ?"
+                f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE state = ? {where} AND half_stored_at < ?"
                 " ORDER BY half_stored_at LIMIT ?",
-                (TransactionState.PENDING.value, stored_before_ms, limit),
+                (TransactionState.PENDING.value, *params, stored_before_ms, limit),
             )
             .fetchall()
         )
         return [row_to_transaction(r) for r in rows]
 
+    @translated
+    def pending_groups(self, stored_before_ms: int) -> dict[str, int]:
+        """How many PENDING transactions stored before the given time each producer group has."""
+        rows = self._reader().execute(
+            "SELECT producer_group, COUNT(*) FROM transactions WHERE state = ? AND half_stored_at < ?"
+            " GROUP BY producer_group",
+            (TransactionState.PENDING.value, stored_before_ms),
+        )
+        return dict(rows)
+
+    @translated
     def pending_count(self) -> int:
         (count,) = (
             self._reader()
@@ -427,10 +486,12 @@ class Store:
         """Move a delivery's visibility; returns its new receipt handle. Raises StaleReceiptHandle."""
         return await self._writer.run(deliveries.change_invisible(group, topic, handle, visible_at))
 
+    @translated
     def consumer_groups(self) -> list[tuple[str, str, int, int]]:
         """Every committed consumer offset as (group, topic, queue_id, offset)."""
         return list(self._reader().execute("SELECT * FROM consumer_offsets ORDER BY consumer_group, topic, queue_id"))
 
+    @translated
     def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
         rows = (
             self._reader()

@@ -2,9 +2,10 @@
 
 Callers hand over a job (a function of the connection) and get its result only after the
 SQLite transaction holding the job has committed, so an acknowledged write is durable to the
-chosen flush level. A job that raises is undone alone and its error goes to its own caller;
-the rest of the group still commits. Results reach an event loop with one wake-up per group,
-not one per job.
+chosen flush level. A job that raises is undone alone (each job runs in its own savepoint) and
+its error goes to its own caller; the rest of the group still commits, and no job runs twice.
+SQLite's errors reach callers as the core's StorageFull or StorageFailure. Results reach an
+event loop with one wake-up per group, not one per job.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from broker.errors import BrokerClosed
+from broker.ratelog import RateLimitedLog
+from broker.store.sql import translate
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class GroupCommitWriter:
         self._closed = False
         self._lock = threading.Lock()
         self.batches = 0
+        self._log = RateLimitedLog(log)
         self._thread = threading.Thread(target=self._run, name="halfmq-writer", daemon=True)
         self._thread.start()
 
@@ -99,45 +103,40 @@ class GroupCommitWriter:
             self._settle(batch, outcomes)
 
     def _commit(self, batch: list[_Job]) -> list[Outcome]:
-        """Commit the batch in one transaction. Jobs rarely fail, so the first attempt runs them
-        without savepoints; if one raises, the batch is redone with one savepoint per job."""
-        for isolate in (False, True):
-            try:
-                outcomes = self._attempt(batch, isolate)
-            except _JobFailed:
-                continue
-            except sqlite3.Error as exc:
-                log.exception("group commit of %d jobs failed", len(batch))
-                return [(False, exc)] * len(batch)
-            self.batches += 1
-            return outcomes
-        raise AssertionError("unreachable: an isolated attempt never raises _JobFailed")
-
-    def _attempt(self, batch: list[_Job], isolate: bool) -> list[Outcome]:
+        """Commit the batch in one transaction, each job inside its own savepoint: a job that
+        raises is undone alone, and no job ever runs twice. If the transaction itself fails
+        (a full disk at COMMIT, say), every job gets the translated error."""
         conn = self._connection
         outcomes: list[Outcome] = []
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            for job in batch:
-                if not isolate:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for job in batch:
+                    conn.execute("SAVEPOINT job")
                     try:
                         outcomes.append((True, job.work(conn)))
-                    except Exception as exc:
-                        raise _JobFailed from exc
-                    continue
-                conn.execute("SAVEPOINT job")
-                try:
-                    outcomes.append((True, job.work(conn)))
-                except Exception as exc:  # the job's own failure: undo it alone
-                    conn.execute("ROLLBACK TO job")
-                    outcomes.append((False, exc))
-                conn.execute("RELEASE job")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+                    except Exception as exc:  # the job's own failure: undo it alone
+                        conn.execute("ROLLBACK TO job")
+                        outcomes.append((False, self._failure(exc)))
+                    conn.execute("RELEASE job")
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            return [(False, self._failure(exc))] * len(batch)
+        self.batches += 1
         return outcomes
+
+    def _failure(self, exc: Exception) -> Exception:
+        """What a job's caller gets: core errors as raised, SQLite's translated and logged once."""
+        if not isinstance(exc, sqlite3.Error):
+            return exc
+        error = translate(exc)
+        self._log.warning(error.code, "write refused: %s", error)
+        error.__cause__ = exc
+        return error
 
     @staticmethod
     def _settle(batch: list[_Job], outcomes: list[Outcome]) -> None:
@@ -147,10 +146,6 @@ class GroupCommitWriter:
         for loop, settled in by_loop.items():
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
                 loop.call_soon_threadsafe(_settle_on_loop, settled)
-
-
-class _JobFailed(Exception):
-    """A job raised during an attempt without savepoints."""
 
 
 def _settle_on_loop(settled: list[tuple[asyncio.Future[Any], Outcome]]) -> None:

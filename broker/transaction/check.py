@@ -14,9 +14,10 @@ from enum import Enum
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import ResolutionConflict
 from broker.metrics import Metrics
-from broker.model import Transaction
+from broker.model import Transaction, check_view
 from broker.store import Store
-from broker.transaction.registry import CheckRequest, ProducerRegistry
+from broker.transaction.outbox import Check, CheckRequest
+from broker.transaction.registry import ProducerRegistry, ProducerSession
 from broker.transaction.service import TransactionService
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,6 @@ class CheckPolicy:
     check_max: int = 5
     check_timeout: float = 3.0
     max_half_age: float = 72 * 3600.0
-    max_in_flight: int = 64
     round_limit: int = 100_000
 
 
@@ -84,26 +84,47 @@ class CheckService:
         self._clock = clock
 
     async def check_once(self, now: float | None = None) -> RoundReport:
-        """Run one round at broker time ``now`` (seconds; the clock's time when omitted)."""
+        """Run one round at broker time ``now`` (seconds; the clock's time when omitted).
+
+        The round waits at most ``check_timeout`` for its checks to be written, whatever the
+        sessions do: a check that is not written by then is undelivered and not counted.
+        """
         now_ms = to_ms(self._clock() if now is None else now)
-        due = self._store.pending(now_ms - to_ms(self._policy.transaction_timeout), self._policy.round_limit)
+        await self._settle_expired(now_ms)
+        due = await self._due(now_ms)
         counts = dict.fromkeys(Action, 0)
-        to_check: list[Transaction] = []
+        sent: dict[asyncio.Future[None], tuple[Transaction, ProducerSession]] = {}
+        undelivered = 0
         for txn in due:
             action = decide(txn, now_ms, self._policy, bool(self._registry.sessions(txn.producer_group)))
             counts[action] += 1
-            if action is Action.CHECK:
-                to_check.append(txn)
-            elif action is Action.DISCARD:
+            if action is Action.DISCARD:
                 await self._discard(txn)
-        gate = asyncio.Semaphore(self._policy.max_in_flight)
-        delivered = await asyncio.gather(*(self._check(txn, now_ms, gate) for txn in to_check))
+            elif action is Action.CHECK:
+                offered = self._offer(txn, now_ms)
+                if offered is None:
+                    undelivered += 1
+                else:
+                    sent[offered[0]] = (txn, offered[1])
+        delivered: list[tuple[str, str]] = []
+        if sent:
+            await asyncio.wait(sent, timeout=self._policy.check_timeout)
+        for future, (txn, session) in sent.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                delivered.append((txn.transaction_id, session.client_id))
+            else:
+                future.cancel()
+                self._registry.withdrawn(txn.transaction_id)
+                undelivered += 1
+        await self._store.record_checks(delivered, now_ms)
+        self._metrics.check("delivered", len(delivered))
+        self._metrics.check("undelivered", undelivered)
         return RoundReport(
-            checked=sum(delivered),
+            checked=len(delivered),
             discarded=counts[Action.DISCARD],
             waiting=counts[Action.WAIT_ANSWER],
-            orphaned=counts[Action.ORPHANED],
-            undelivered=len(delivered) - sum(delivered),
+            orphaned=counts[Action.ORPHANED] + await self._orphaned_elsewhere(now_ms, due),
+            undelivered=undelivered,
         )
 
     async def run(self, interval: float) -> None:
@@ -117,31 +138,63 @@ class CheckService:
                 log.exception("check round failed")
             await asyncio.sleep(interval)
 
+    async def _settle_expired(self, now_ms: int) -> None:
+        """Checks whose answer is overdue: strike their sessions, refund those that must not count."""
+        expired = self._registry.expire(now_ms)
+        refunds = [txid for txid, counts in expired if not counts]
+        self._metrics.check("expired", len(expired))
+        self._metrics.check("refunded", len(refunds))
+        if refunds:
+            await self._store.refund_checks(refunds)
+
+    async def _due(self, now_ms: int) -> list[Transaction]:
+        """The round's work, fairly shared: every live group gets an equal share of
+        ``round_limit`` of its own oldest due rows, and rows past ``max_half_age`` of any group
+        (orphaned ones included) are read apart, so no group's backlog starves another's."""
+        before = now_ms - to_ms(self._policy.transaction_timeout)
+        groups = self._registry.groups()
+        share = max(1, self._policy.round_limit // max(1, len(groups)))
+        due: dict[str, Transaction] = {}
+        for group in groups:
+            for txn in await self._store.query(self._store.pending, before, share, group):
+                due[txn.transaction_id] = txn
+        aged = now_ms - to_ms(self._policy.max_half_age) + 1
+        for txn in await self._store.query(self._store.pending, aged, self._policy.round_limit):
+            due.setdefault(txn.transaction_id, txn)
+        return list(due.values())
+
+    async def _orphaned_elsewhere(self, now_ms: int, due: list[Transaction]) -> int:
+        """Due rows of groups with no live session that the round did not read (for the report)."""
+        before = now_ms - to_ms(self._policy.transaction_timeout)
+        per_group = await self._store.query(self._store.pending_groups, before)
+        live = set(self._registry.groups())
+        seen = sum(1 for txn in due if txn.producer_group not in live)
+        return sum(n for group, n in per_group.items() if group not in live) - seen
+
+    def _offer(self, txn: Transaction, now_ms: int) -> tuple[asyncio.Future[None], ProducerSession] | None:
+        """Queue a check with the first of the group's healthiest sessions that has room."""
+
+        async def load() -> CheckRequest:
+            half = await self._store.query(self._store.half_message, txn)
+            return CheckRequest(
+                transaction_id=txn.transaction_id,
+                producer_group=txn.producer_group,
+                message=check_view(half),
+                check_times=txn.check_times + 1,
+            )
+
+        for session in self._registry.pick(txn.producer_group):
+            # Registered before the write, so that an answer quicker than the round still finds it.
+            self._registry.sent(session, txn.transaction_id, now_ms + to_ms(self._policy.check_timeout))
+            future = session.offer(Check(txn, load))
+            if future is not None:
+                return future, session
+            self._registry.withdrawn(txn.transaction_id)
+        return None
+
     async def _discard(self, txn: Transaction) -> None:
         try:
             await self._transactions.discard(txn.transaction_id)
             log.warning("discarded transaction %s after %d checks", txn.transaction_id, txn.check_times)
         except ResolutionConflict:
             pass  # resolved by its producer since the round read it: the first resolution wins
-
-    async def _check(self, txn: Transaction, now_ms: int, gate: asyncio.Semaphore) -> bool:
-        """Deliver one check to a live producer of the group; count it only once delivered."""
-        async with gate:
-            session = self._registry.pick(txn.producer_group)
-            if session is None:
-                return False
-            request = CheckRequest(
-                transaction_id=txn.transaction_id,
-                producer_group=txn.producer_group,
-                message=self._store.half_message(txn),
-                check_times=txn.check_times + 1,
-            )
-            try:
-                await session.deliver(request)
-            except Exception as exc:  # any transport failure means "not delivered"
-                log.info("check of %s not delivered to %s: %s", txn.transaction_id, session.client_id, exc)
-                self._metrics.check("undelivered")
-                return False
-            self._metrics.check("delivered")
-            await self._store.record_check(txn.transaction_id, now_ms, session.client_id)
-            return True

@@ -6,7 +6,6 @@ Every change of a transaction's state goes through this service, which is where 
 from __future__ import annotations
 
 import uuid
-import zlib
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import InvalidArgument
@@ -22,13 +21,9 @@ from broker.model import (
     check_message,
     check_name,
     check_transaction_id,
+    queue_for,
 )
 from broker.store import Store
-
-
-def queue_for(message_id: str, queues: int) -> int:
-    """The queue a message goes to: stable for a message id, spread evenly over the queues."""
-    return zlib.crc32(message_id.encode()) % queues
 
 
 class TransactionService:
@@ -64,7 +59,7 @@ class TransactionService:
         check_transaction_id(transaction_id)
         check_name("producer group", producer_group)
         if resolution is Resolution.UNKNOWN:
-            txn = self._store.transaction(transaction_id)
+            txn = await self._store.query(self._store.transaction, transaction_id)
             txn.check_owner(producer_group)
             return EndResult(state=txn.state, already_resolved=False, half_stored_at=txn.half_stored_at)
         return await self._resolve(transaction_id, RESOLVED_STATE[resolution], source, producer_group)
