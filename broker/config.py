@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.model import Topic
+from broker.model import MAX_WIRE_BYTES, WIRE_ENVELOPE_BYTES, Topic
 from broker.store import Flush
 from broker.transaction.check import CheckPolicy
 
@@ -75,7 +75,7 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("check_timeout", _positive(float), "seconds to wait for a check's answer (default 3)"),
     ("max_half_age", _positive(float), "seconds after which a half message is discarded regardless (default 259200)"),
     ("flush", Flush, "sync: fsync before acknowledging (default); async: survive a process crash only"),
-    ("max_body_bytes", _positive(int), "largest accepted message body (default 4 MiB)"),
+    ("max_body_bytes", _positive(int), "largest accepted message: body, keys, tags and properties (default 4 MiB)"),
     ("auth_token", str, "shared token every gRPC call and mutating HTTP call must carry (default: none)"),
 )
 
@@ -113,4 +113,11 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
             topics = [parse_topic(spec) for spec in env["HALFMQ_TOPICS"].split(",") if spec.strip()]
         except argparse.ArgumentTypeError as exc:
             parser.error(f"HALFMQ_TOPICS: {exc}")
+    if values.get("auth_token") == "":
+        parser.error("the auth token is empty: give a token, or leave --auth-token and HALFMQ_AUTH_TOKEN unset")
+    if values.get("max_body_bytes", 0) > MAX_WIRE_BYTES - WIRE_ENVELOPE_BYTES:  # type: ignore[operator]
+        parser.error(
+            f"--max-body-bytes must leave room for the envelope under the {MAX_WIRE_BYTES}-byte gRPC transport"
+            f" limit: at most {MAX_WIRE_BYTES - WIRE_ENVELOPE_BYTES}"
+        )
     return Settings(**values, topics=tuple(topics))  # type: ignore[arg-type]

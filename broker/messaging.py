@@ -8,6 +8,7 @@ from broker.clock import Clock, system_clock, to_ms
 from broker.errors import InvalidArgument
 from broker.model import (
     MAX_QUEUES,
+    PULL_BYTES,
     SYSTEM_TOPICS,
     Message,
     PullBatch,
@@ -60,7 +61,8 @@ class MessagingService:
         return await self._store.append(placed, to_ms(self._clock()))
 
     async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch:
-        """Return up to ``max_messages`` messages of a queue from ``offset`` on.
+        """Return up to ``max_messages`` messages of a queue from ``offset`` on, within PULL_BYTES
+        (at least one message, whatever its size).
 
         Raises InvalidArgument, HiddenTopic or TopicNotFound.
         """
@@ -69,7 +71,7 @@ class MessagingService:
             raise InvalidArgument(f"offset must be >= 0, got {offset}")
         if not 1 <= max_messages <= MAX_PULL:
             raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
-        messages = await self._store.query(self._store.read, topic, queue_id, offset, max_messages)
+        messages = await self._store.query(self._store.read, topic, queue_id, offset, max_messages, PULL_BYTES)
         low, high = await self._store.query(self._store.queue_range, topic, queue_id)
         next_offset = messages[-1].queue_offset + 1 if messages else max(offset, low)
         return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
@@ -86,8 +88,9 @@ class MessagingService:
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)
         self._check_queue(topic, queue_id)
-        if offset < 0:
-            raise InvalidArgument(f"offset must be >= 0, got {offset}")
+        _, high = await self._store.query(self._store.queue_range, topic, queue_id)
+        if not 0 <= offset <= high:
+            raise InvalidArgument(f"offset must be between 0 and the queue's end ({high}), got {offset}")
         await self._store.commit_consumer_offset(group, topic, queue_id, offset)
 
     async def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
@@ -115,7 +118,8 @@ class MessagingService:
             batch,
             to_ms(invisible_seconds),
             to_ms(self._clock()),
-            (lambda m: True) if tags is None else (lambda m: m.tags in tags),
+            (lambda tag: True) if tags is None else (lambda tag: tag in tags),
+            PULL_BYTES,
         )
 
     async def ack(self, group: str, topic: str, receipt_handle: str) -> None:

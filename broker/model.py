@@ -22,6 +22,16 @@ OP_TAG = "d"
 SYSTEM_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY")
 
 MAX_QUEUES = 256
+# The largest gRPC message either side accepts. A message's size limit must leave room under it
+# for the envelope, and a pull reply stays within PULL_BYTES (always at least one message).
+MAX_WIRE_BYTES = 64 * 1024 * 1024
+WIRE_ENVELOPE_BYTES = 1024 * 1024
+PULL_BYTES = 16 * 1024 * 1024
+# Like RocketMQ 5's proxy: at most 128 user properties, 16 KiB of them; keys are few and short.
+MAX_PROPERTIES = 128
+MAX_PROPERTIES_BYTES = 16 * 1024
+MAX_KEYS = 64
+RESERVED_PROPERTIES = (*SYSTEM_PROPERTIES, "TRANSACTION_CHECK_TIMES")
 _NAME = re.compile(r"[A-Za-z0-9_%|-]{1,127}")
 _MESSAGE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _TRANSACTION_ID = re.compile(r"[0-9a-f]{32}")
@@ -197,17 +207,40 @@ def check_client_id(value: str) -> str:
     return value
 
 
-def check_message(message: Message, max_body_bytes: int) -> Message:
-    """Return ``message`` if every field is well formed; raise InvalidArgument otherwise."""
+def message_size(message: Message | StoredMessage) -> int:
+    """Bytes a message takes, counted the way its size limit counts them: body, keys, tags and properties."""
+    return (
+        len(message.body)
+        + sum(len(k.encode()) for k in message.keys)
+        + len(message.tags.encode())
+        + sum(len(k.encode()) + len(v.encode()) for k, v in message.properties.items())
+    )
+
+
+def check_message(message: Message, max_message_bytes: int) -> Message:
+    """Return ``message`` if every field is well formed and its size (body, keys, tags and
+    properties together) is within ``max_message_bytes``; raise InvalidArgument or MessageTooLarge."""
     check_data_topic(message.topic)
     if not _MESSAGE_ID.fullmatch(message.message_id):
         raise InvalidArgument(f"message_id must be 1-128 characters of [A-Za-z0-9_.:-], got {message.message_id!r}")
-    if len(message.body) > max_body_bytes:
-        raise MessageTooLarge(f"body is {len(message.body)} bytes; the limit is {max_body_bytes}")
-    if any(not key or len(key) > 1024 for key in message.keys):
-        raise InvalidArgument("keys must be non-empty strings of at most 1024 characters")
+    if len(message.keys) > MAX_KEYS or any(not key or len(key) > 1024 for key in message.keys):
+        raise InvalidArgument(f"at most {MAX_KEYS} keys, each a non-empty string of at most 1024 characters")
     if len(message.tags) > 1024:
         raise InvalidArgument("tags must be at most 1024 characters")
+    properties = message.properties
+    if len(properties) > MAX_PROPERTIES:
+        raise InvalidArgument(f"at most {MAX_PROPERTIES} properties, got {len(properties)}")
+    properties_bytes = sum(len(k.encode()) + len(v.encode()) for k, v in properties.items())
+    if properties_bytes > MAX_PROPERTIES_BYTES:
+        raise InvalidArgument(f"properties take {properties_bytes} bytes; the limit is {MAX_PROPERTIES_BYTES}")
+    if any(not key for key in properties) or set(properties) & set(RESERVED_PROPERTIES):
+        raise InvalidArgument(f"property names must be non-empty and not one of {', '.join(RESERVED_PROPERTIES)}")
+    size = message_size(message)
+    if size > max_message_bytes:
+        raise MessageTooLarge(
+            f"the message is {size} bytes (body {len(message.body)}, with keys, tags and properties);"
+            f" the limit is {max_message_bytes}"
+        )
     return message
 
 

@@ -98,3 +98,27 @@ def test_bad_receive_arguments_are_refused(service):
     ):
         with pytest.raises(InvalidArgument):
             run(messaging.receive(*args))
+
+
+def test_a_message_kept_invisible_at_the_front_does_not_hide_the_rest_of_the_queue(tmp_path):
+    store = Store(tmp_path, flush=Flush.ASYNC)
+    messaging = MessagingService(store, max_body_bytes=1024, clock=FakeClock())
+    loop = asyncio.new_event_loop()
+    run = loop.run_until_complete
+    try:
+        run(messaging.create_topic("t", 1))
+        for start in (0, 550):
+            run(
+                messaging.send(
+                    [Message(topic="t", body=b"%d" % i, message_id=f"m{i}") for i in range(start, start + 550)]
+                )
+            )
+        first = run(messaging.receive("g", "t", 0, 1024, 3600, None))
+        assert len(first) == 1024
+        for delivery in first[1:]:  # the first stays in flight, holding the group's offset at 0
+            run(messaging.ack("g", "t", delivery.receipt_handle))
+        rest = run(messaging.receive("g", "t", 0, 1024, 3600, None))
+        assert [d.message.body for d in rest] == [b"%d" % i for i in range(1024, 1100)]
+    finally:
+        store.close()
+        loop.close()

@@ -21,6 +21,7 @@ from producer_sdk import (
     HalfmqError,
     LocalTransactionState,
     Message,
+    Producer,
     PullConsumer,
     TransactionListener,
     TransactionProducer,
@@ -82,6 +83,33 @@ def test_a_peer_producer_commits_the_transaction_of_a_killed_producer_exactly_on
 def test_sigterm_shuts_the_broker_down_cleanly(broker_process):
     assert broker_process.terminate() == 0
     assert "halfmq broker stopped" in broker_process.log.read_text()
+
+
+def test_sigterm_with_writes_in_flight_keeps_every_acknowledged_one(broker_process):
+    acknowledged: list[str] = []
+    stop = threading.Event()
+
+    def send_until_refused(worker: int) -> None:
+        with Producer(broker=broker_process.address, timeout=2) as producer:
+            for n in range(100_000):
+                if stop.is_set():
+                    return
+                message_id = f"w{worker}-{n}"
+                try:
+                    producer.send(Message(topic="orders", body=b"x" * 512, message_id=message_id))
+                except HalfmqError:
+                    return  # the broker is stopping: this one was never acknowledged
+                acknowledged.append(message_id)
+
+    with ThreadPoolExecutor(8) as pool:
+        senders = [pool.submit(send_until_refused, w) for w in range(8)]
+        wait_until(lambda: len(acknowledged) > 500, timeout=30)
+        assert broker_process.terminate() == 0
+        stop.set()
+        for sender in senders:
+            sender.result()
+    stored = {m for (m,) in query(broker_process.data_dir, "SELECT message_id FROM messages WHERE topic = 'orders'")}
+    assert set(acknowledged) <= stored
 
 
 class KnownOutcomes(TransactionListener):

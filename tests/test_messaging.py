@@ -59,10 +59,13 @@ def test_pulls_page_through_a_queue_with_next_offset(broker):
 
 
 def test_consumer_offsets_are_committed_per_group(broker):
+    with Producer(broker=broker.address) as producer:
+        producer.send_batch([Message(topic="orders", body=b"%d" % i) for i in range(40)])
     with PullConsumer(group="c1", broker=broker.address) as one, PullConsumer(group="c2", broker=broker.address) as two:
-        one.commit_offset("orders", queue_id=1, offset=7)
-        one.commit_offset("orders", queue_id=1, offset=9)
-        assert one.committed_offsets("orders") == {1: 9}
+        _, end = one.queue_offsets("orders")[1]
+        one.commit_offset("orders", queue_id=1, offset=end - 2)
+        one.commit_offset("orders", queue_id=1, offset=end)
+        assert one.committed_offsets("orders") == {1: end}
         assert two.committed_offsets("orders") == {}
 
 

@@ -6,10 +6,11 @@ import grpc
 
 from broker.grpc_api.auth import TokenInterceptor
 from broker.grpc_api.servicer import BrokerServicer
+from broker.model import MAX_WIRE_BYTES
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 
 # Bodies up to the broker's own limit must reach the validation that names it.
-TRANSPORT_LIMIT = 64 * 1024 * 1024
+TRANSPORT_LIMIT = MAX_WIRE_BYTES
 # Ping idle connections every 20 s and drop a peer that does not answer within 10 s: a dead or
 # frozen producer's session leaves the registry instead of waiting for checks. Clients may ping
 # every 10 s (the SDK pings every 30 s).

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from broker.errors import HalfmqError
 from broker.http_api import consumers, topics, transactions
 from broker.http_api.context import AdminContext, admin_context
+from broker.http_api.limits import TIMEOUT_KEEP_ALIVE, BoundedH11Protocol, RequestGate
 from broker.http_api.schemas import Health, Stats
 from broker.http_api.status import error_body, status_for
 
@@ -99,4 +100,18 @@ class HttpServer(uvicorn.Server):
 
 
 def create_server(app: FastAPI, host: str, port: int) -> HttpServer:
-    return HttpServer(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+    """The HTTP server: bodies gated by ``RequestGate`` (auth and size before reading), connections
+    capped and timed by ``BoundedH11Protocol``."""
+    context: AdminContext = app.state.context
+    settings = context.settings
+    gated = RequestGate(app, token=settings.auth_token, max_body_bytes=2 * settings.max_body_bytes + 64 * 1024)
+    config = uvicorn.Config(
+        gated,
+        host=host,
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        http=BoundedH11Protocol,
+        timeout_keep_alive=TIMEOUT_KEEP_ALIVE,
+    )
+    return HttpServer(config)

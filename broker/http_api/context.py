@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 
 from fastapi import Depends, HTTPException, Request
@@ -10,6 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from broker.clock import Clock
 from broker.config import Settings
+from broker.http_api.limits import token_matches
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
 from broker.store import Store
@@ -45,5 +45,5 @@ def require_token(
     if expected is None:
         return
     given = credentials.credentials if credentials else ""
-    if not secrets.compare_digest(given.encode(), expected.encode()):
+    if not token_matches(f"Bearer {given}", expected):
         raise HTTPException(status_code=401, detail="a valid bearer token is required")

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import StaleReceiptHandle
-from broker.model import StoredMessage
+from broker.model import StoredMessage, message_size
 from broker.store.sql import MESSAGE_COLUMNS, row_to_message, set_consumer_offset
 
-SCAN_LIMIT = 1024  # messages looked at per receive: a receive costs O(batch), not O(backlog)
+SCAN_LIMIT = 1024  # deliverable messages looked at per receive
 
 
 @dataclass(frozen=True)
@@ -76,37 +76,43 @@ def receive(
     batch: int,
     invisible_ms: int,
     now_ms: int,
-    wanted: Callable[[StoredMessage], bool],
+    wanted: Callable[[str], bool],
+    max_bytes: int,
 ) -> Callable[[sqlite3.Connection], list[Delivery]]:
-    """A job handing out up to ``batch`` visible messages; unwanted ones (tag filter) count as consumed."""
+    """A job handing out up to ``batch`` visible messages, within ``max_bytes`` (at least one);
+    messages whose tag is not ``wanted`` count as consumed."""
 
     def work(conn: sqlite3.Connection) -> list[Delivery]:
         start = _watermark(conn, group, topic, queue_id)
-        rows = conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ?"
-            " ORDER BY queue_offset LIMIT ?",
-            (topic, queue_id, start, SCAN_LIMIT),
+        # Only what the group may be handed: never delivered, or visible again and unacknowledged.
+        # The join skips in-flight and acknowledged messages in SQL, however many lie ahead.
+        candidates = conn.execute(
+            "SELECT m.queue_offset, m.tags, d.attempts, d.handle_seq FROM messages m LEFT JOIN deliveries d"
+            " ON d.consumer_group = ? AND d.topic = m.topic AND d.queue_id = m.queue_id"
+            " AND d.queue_offset = m.queue_offset"
+            " WHERE m.topic = ? AND m.queue_id = ? AND m.queue_offset >= ?"
+            " AND (d.queue_offset IS NULL OR (d.acked = 0 AND d.visible_at <= ?))"
+            " ORDER BY m.queue_offset LIMIT ?",
+            (group, topic, queue_id, start, now_ms, SCAN_LIMIT),
         ).fetchall()
-        state = {
-            offset: (visible_at, attempts, seq, acked)
-            for offset, visible_at, attempts, seq, acked in conn.execute(
-                "SELECT queue_offset, visible_at, attempts, handle_seq, acked FROM deliveries"
-                " WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset >= ?",
-                (group, topic, queue_id, start),
-            )
-        }
         out: list[Delivery] = []
-        for row in rows:
-            message = row_to_message(row)
-            visible_at, attempts, seq, acked = state.get(message.queue_offset, (0, 0, 0, 0))
-            if acked or visible_at > now_ms:
+        total = 0
+        for offset, tags, attempts, seq in candidates:
+            attempts, seq = attempts or 0, seq or 0
+            if not wanted(tags):
+                _upsert(conn, group, topic, queue_id, offset, now_ms, attempts, seq, acked=1)
                 continue
-            if not wanted(message):
-                _upsert(conn, group, topic, queue_id, message.queue_offset, now_ms, attempts, seq, acked=1)
-                continue
-            _upsert(conn, group, topic, queue_id, message.queue_offset, now_ms + invisible_ms, attempts + 1, seq + 1)
-            handle = f"{queue_id}.{message.queue_offset}.{seq + 1}"
-            out.append(Delivery(message, handle, attempts + 1, now_ms + invisible_ms))
+            message = row_to_message(
+                conn.execute(
+                    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset = ?",
+                    (topic, queue_id, offset),
+                ).fetchone()
+            )
+            total += message_size(message)
+            if out and total > max_bytes:
+                break
+            _upsert(conn, group, topic, queue_id, offset, now_ms + invisible_ms, attempts + 1, seq + 1)
+            out.append(Delivery(message, f"{queue_id}.{offset}.{seq + 1}", attempts + 1, now_ms + invisible_ms))
             if len(out) >= batch:
                 break
         _advance(conn, group, topic, queue_id)

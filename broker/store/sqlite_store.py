@@ -35,6 +35,7 @@ from broker.model import (
     Topic,
     Transaction,
     TransactionState,
+    message_size,
 )
 from broker.store import deliveries
 from broker.store.deliveries import Delivery
@@ -172,18 +173,25 @@ class Store:
         return await self._writer.run(work)
 
     @translated
-    def read(self, topic: str, queue_id: int, offset: int, limit: int) -> list[StoredMessage]:
-        """Return up to ``limit`` messages of the queue from ``offset`` on, in offset order."""
-        rows = (
-            self._reader()
-            .execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ?"
-                " ORDER BY queue_offset LIMIT ?",
-                (topic, queue_id, offset, limit),
-            )
-            .fetchall()
+    def read(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> list[StoredMessage]:
+        """Return up to ``limit`` messages of the queue from ``offset`` on, in offset order, stopping
+        before the one that would take the total past ``max_bytes`` (the first is always returned).
+        Rows are read one at a time, so what is not returned is never loaded."""
+        cursor = self._reader().execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ?"
+            " ORDER BY queue_offset LIMIT ?",
+            (topic, queue_id, offset, limit),
         )
-        return [row_to_message(r) for r in rows]
+        messages: list[StoredMessage] = []
+        total = 0
+        for row in cursor:
+            message = row_to_message(row)
+            total += message_size(message) + len(message.message_id) + len(message.transaction_id)
+            if messages and total > max_bytes:
+                break
+            messages.append(message)
+        cursor.close()
+        return messages
 
     @translated
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
@@ -473,10 +481,14 @@ class Store:
         batch: int,
         invisible_ms: int,
         now_ms: int,
-        wanted: Callable[[StoredMessage], bool],
+        wanted: Callable[[str], bool],
+        max_bytes: int,
     ) -> list[Delivery]:
-        """Hand out up to ``batch`` visible, unacknowledged messages of a queue to ``group``."""
-        return await self._writer.run(deliveries.receive(group, topic, queue_id, batch, invisible_ms, now_ms, wanted))
+        """Hand out up to ``batch`` visible, unacknowledged messages of a queue to ``group``, within
+        ``max_bytes`` (at least one); ``wanted`` filters by tag."""
+        return await self._writer.run(
+            deliveries.receive(group, topic, queue_id, batch, invisible_ms, now_ms, wanted, max_bytes)
+        )
 
     async def ack(self, group: str, topic: str, handle: str) -> None:
         """Acknowledge a delivery; raise StaleReceiptHandle if the handle is no longer current."""
