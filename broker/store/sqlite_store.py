@@ -419,31 +419,44 @@ class Store:
         return row_to_message(row)
 
     @translated
-    def pending(self, stored_before_ms: int, limit: int, producer_group: str | None = None) -> list[Transaction]:
+    def pending(
+        self,
+        stored_before_ms: int,
+        limit: int,
+        producer_group: str | None = None,
+        *,
+        checked_before_ms: int | None = None,
+    ) -> list[Transaction]:
         """Return up to ``limit`` PENDING transactions whose half was stored before the given
-        time, oldest first, of one producer group or of all. Uses partial indexes: the cost does
-        not grow with history."""
-        where, params = ("AND producer_group = ?", (producer_group,)) if producer_group is not None else ("", ())
+        time, oldest first, of one producer group or of all; with ``checked_before_ms``, only
+        those never checked or last checked before it. Uses partial indexes: the cost does not
+        grow with history."""
+        where, params = "", list[object]()
+        if producer_group is not None:
+            where, params = "AND producer_group = ?", [producer_group]
+        if checked_before_ms is not None:
+            where, params = f"{where} AND (last_check_at IS NULL OR last_check_at <= ?)", [*params, checked_before_ms]
         rows = (
             self._reader()
             .execute(
-                f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE state = ? {where} AND half_stored_at < ?"
+                f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE state = ? AND half_stored_at < ? {where}"
                 " ORDER BY half_stored_at LIMIT ?",
-                (TransactionState.PENDING.value, *params, stored_before_ms, limit),
+                (TransactionState.PENDING.value, stored_before_ms, *params, limit),
             )
             .fetchall()
         )
         return [row_to_transaction(r) for r in rows]
 
     @translated
-    def pending_groups(self, stored_before_ms: int) -> dict[str, int]:
-        """How many PENDING transactions stored before the given time each producer group has."""
+    def pending_counts(self, stored_before_ms: int, checked_after_ms: int) -> dict[str, tuple[int, int]]:
+        """Per producer group, PENDING transactions stored before the given time: (how many,
+        how many of them were last checked after ``checked_after_ms``)."""
         rows = self._reader().execute(
-            "SELECT producer_group, COUNT(*) FROM transactions WHERE state = ? AND half_stored_at < ?"
-            " GROUP BY producer_group",
-            (TransactionState.PENDING.value, stored_before_ms),
+            "SELECT producer_group, COUNT(*), COALESCE(SUM(last_check_at > ?), 0) FROM transactions"
+            " WHERE state = ? AND half_stored_at < ? GROUP BY producer_group",
+            (checked_after_ms, TransactionState.PENDING.value, stored_before_ms),
         )
-        return dict(rows)
+        return {group: (total, waiting) for group, total, waiting in rows}
 
     @translated
     def pending_count(self) -> int:

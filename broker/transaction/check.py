@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from enum import Enum
 
@@ -16,11 +17,12 @@ from broker.errors import ResolutionConflict
 from broker.metrics import Metrics
 from broker.model import Transaction, check_view
 from broker.store import Store
-from broker.transaction.outbox import Check, CheckRequest
+from broker.transaction.outbox import OUTBOX_CAPACITY, Check, CheckRequest
 from broker.transaction.registry import ProducerRegistry, ProducerSession
 from broker.transaction.service import TransactionService
 
 log = logging.getLogger(__name__)
+_YIELD_EVERY = 500
 
 
 @dataclass(frozen=True)
@@ -92,20 +94,28 @@ class CheckService:
         now_ms = to_ms(self._clock() if now is None else now)
         await self._settle_expired(now_ms)
         due = await self._due(now_ms)
+        orphaned, waiting = await self._untouched(now_ms, due)
         counts = dict.fromkeys(Action, 0)
         sent: dict[asyncio.Future[None], tuple[Transaction, ProducerSession]] = {}
+        discards: list[Transaction] = []
+        full: set[str] = set()  # groups whose healthiest sessions can take no more checks this round
         undelivered = 0
-        for txn in due:
+        for n, txn in enumerate(due):
+            if n % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # a round of 100,000 must not hold the event loop
             action = decide(txn, now_ms, self._policy, bool(self._registry.sessions(txn.producer_group)))
             counts[action] += 1
             if action is Action.DISCARD:
-                await self._discard(txn)
+                discards.append(txn)
             elif action is Action.CHECK:
-                offered = self._offer(txn, now_ms)
+                offered = None if txn.producer_group in full else self._offer(txn, now_ms)
                 if offered is None:
+                    full.add(txn.producer_group)
                     undelivered += 1
                 else:
                     sent[offered[0]] = (txn, offered[1])
+        for start in range(0, len(discards), _YIELD_EVERY):  # concurrently: the writer commits them in groups
+            await asyncio.gather(*(self._discard(txn) for txn in discards[start : start + _YIELD_EVERY]))
         delivered: list[tuple[str, str]] = []
         if sent:
             await asyncio.wait(sent, timeout=self._policy.check_timeout)
@@ -122,8 +132,8 @@ class CheckService:
         return RoundReport(
             checked=len(delivered),
             discarded=counts[Action.DISCARD],
-            waiting=counts[Action.WAIT_ANSWER],
-            orphaned=counts[Action.ORPHANED] + await self._orphaned_elsewhere(now_ms, due),
+            waiting=counts[Action.WAIT_ANSWER] + waiting,
+            orphaned=counts[Action.ORPHANED] + orphaned,
             undelivered=undelivered,
         )
 
@@ -131,9 +141,10 @@ class CheckService:
         """Run a round every ``interval`` seconds until cancelled; a failed round is logged."""
         while True:
             try:
+                began = time.monotonic()
                 report = await self.check_once()
                 if report != RoundReport():
-                    log.info("check round: %s", report)
+                    log.info("check round took %.2fs: %s", time.monotonic() - began, report)
             except Exception:  # keep checking: the next round retries whatever failed
                 log.exception("check round failed")
             await asyncio.sleep(interval)
@@ -148,28 +159,37 @@ class CheckService:
             await self._store.refund_checks(refunds)
 
     async def _due(self, now_ms: int) -> list[Transaction]:
-        """The round's work, fairly shared: every live group gets an equal share of
-        ``round_limit`` of its own oldest due rows, and rows past ``max_half_age`` of any group
-        (orphaned ones included) are read apart, so no group's backlog starves another's."""
+        """The round's work, fairly shared and bounded: every live group gets an equal share of
+        ``round_limit`` (at most what its sessions' outboxes can take) of its oldest rows that
+        are due and not awaiting an answer, and rows past ``max_half_age`` of any group (orphaned
+        ones included) are read apart, so no group's backlog starves another's."""
         before = now_ms - to_ms(self._policy.transaction_timeout)
+        answered_before = now_ms - to_ms(self._policy.check_timeout)
         groups = self._registry.groups()
         share = max(1, self._policy.round_limit // max(1, len(groups)))
         due: dict[str, Transaction] = {}
         for group in groups:
-            for txn in await self._store.query(self._store.pending, before, share, group):
+            room = len(self._registry.sessions(group)) * OUTBOX_CAPACITY
+            for txn in await self._store.query(
+                self._store.pending, before, min(share, room), group, checked_before_ms=answered_before
+            ):
                 due[txn.transaction_id] = txn
         aged = now_ms - to_ms(self._policy.max_half_age) + 1
         for txn in await self._store.query(self._store.pending, aged, self._policy.round_limit):
             due.setdefault(txn.transaction_id, txn)
         return list(due.values())
 
-    async def _orphaned_elsewhere(self, now_ms: int, due: list[Transaction]) -> int:
-        """Due rows of groups with no live session that the round did not read (for the report)."""
-        before = now_ms - to_ms(self._policy.transaction_timeout)
-        per_group = await self._store.query(self._store.pending_groups, before)
+    async def _untouched(self, now_ms: int, due: list[Transaction]) -> tuple[int, int]:
+        """For the report, due rows the round did not read: (orphaned, waiting for an answer)."""
+        per_group = await self._store.query(
+            self._store.pending_counts,
+            now_ms - to_ms(self._policy.transaction_timeout),
+            now_ms - to_ms(self._policy.check_timeout),
+        )
         live = set(self._registry.groups())
         seen = sum(1 for txn in due if txn.producer_group not in live)
-        return sum(n for group, n in per_group.items() if group not in live) - seen
+        orphaned = sum(total for group, (total, _) in per_group.items() if group not in live) - seen
+        return orphaned, sum(waiting for group, (_, waiting) in per_group.items() if group in live)
 
     def _offer(self, txn: Transaction, now_ms: int) -> tuple[asyncio.Future[None], ProducerSession] | None:
         """Queue a check with the first of the group's healthiest sessions that has room."""
