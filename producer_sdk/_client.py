@@ -23,6 +23,7 @@ _CHANNEL_OPTIONS = [
     # Detect a dead broker or a broken path on an idle session stream (the broker allows pings every 10 s).
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.http2.ping_timeout_ms", 10_000),  # what current gRPC Core actually waits for a ping's answer
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
 ]

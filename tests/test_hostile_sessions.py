@@ -6,6 +6,9 @@ Sessions that stop reading, or read and never answer, are real gRPC streams on 1
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -250,3 +253,30 @@ def test_no_groups_backlog_orphaned_or_live_starves_another_groups_checks(tmp_pa
     busy_checked, g_checked, g_txid = asyncio.run(scenario())
     assert g_checked == [g_txid]
     assert 0 < len(busy_checked) <= 10
+
+
+PARKED_PRODUCER = """
+import sys, time
+from producer_sdk import LocalTransactionState, TransactionListener, TransactionProducer
+class Unknown(TransactionListener):
+    def execute_local_transaction(self, msg, arg): return LocalTransactionState.UNKNOWN
+    def check_local_transaction(self, msg): return LocalTransactionState.UNKNOWN
+with TransactionProducer(group="parked", broker=sys.argv[1], listener=Unknown()):
+    print("CONNECTED", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_keepalive_drops_the_session_of_a_frozen_producer_process(broker):
+    producer = subprocess.Popen(
+        [sys.executable, "-c", PARKED_PRODUCER, broker.address], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert producer.stdout is not None and producer.stdout.readline().strip() == "CONNECTED"
+        wait_until(lambda: len(broker.broker.registry.sessions("parked")) == 1)
+        producer.send_signal(signal.SIGSTOP)  # its process can no longer answer anything, pings included
+        wait_until(lambda: broker.broker.registry.sessions("parked") == [], timeout=45)
+    finally:
+        producer.kill()
+        producer.wait()

@@ -17,6 +17,9 @@ TRANSPORT_LIMIT = MAX_WIRE_BYTES
 KEEPALIVE_OPTIONS = [
     ("grpc.keepalive_time_ms", 20_000),
     ("grpc.keepalive_timeout_ms", 10_000),
+    # Current gRPC Core waits for a ping's answer for ping_timeout_ms (60 s by default), whatever
+    # keepalive_timeout_ms says: the keepalive test showed it.
+    ("grpc.http2.ping_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
 ]
