@@ -159,6 +159,7 @@ def raw_http(port: int, head: str) -> bytes:
 def test_a_200_mb_post_without_a_token_is_refused_before_its_body_is_read(tmp_path):
     broker = BrokerThread(broker_settings(tmp_path / "data", auth_token="s3cret"))
     try:
+        before = store_snapshot(tmp_path / "data")
         head = (
             "POST /topics/orders/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"Content-Length: {200 * MiB}\r\n\r\n"
@@ -172,6 +173,7 @@ def test_a_200_mb_post_without_a_token_is_refused_before_its_body_is_read(tmp_pa
         assert b'"BODY_TOO_LARGE"' in answer
         chunked = authed.replace(f"Content-Length: {200 * MiB}", "Transfer-Encoding: chunked")
         assert raw_http(broker.broker.http_port, chunked).startswith(b"HTTP/1.1 411")
+        assert store_snapshot(tmp_path / "data") == before
         ok = httpx.post(
             f"{broker.http}/topics/orders/messages", json={"body": "fine"}, headers={"Authorization": "Bearer s3cret"}
         )
