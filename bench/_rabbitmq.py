@@ -1,4 +1,5 @@
-"""The peer to beat: RabbitMQ AMQP transactions (tx.select; publish; tx.commit per message, durable queue).
+"""The peers to beat: RabbitMQ AMQP transactions (tx.select; publish; tx.commit per message, durable
+queue), and publisher confirms (no transaction: persistent publishes, each awaited until confirmed).
 
 Uses Debian's rabbitmq-server (``apt-get install rabbitmq-server``), started here as a private
 node on a free port with its own data directory, and aio-pika as the asyncio client.
@@ -100,10 +101,37 @@ async def run_transactions(port: int, producers: int, seconds: float, body: byte
     return count / (time.perf_counter() - began)
 
 
-async def measure(port: int, dist_port: int, producers: int, seconds: float, body: bytes) -> float:
+async def run_confirms(port: int, in_flight: int, seconds: float, body: bytes) -> float:
+    """Confirmed persistent publishes per second on one channel, ``in_flight`` awaiting confirms at a time."""
+    import aio_pika
+
+    count = 0
+    stop_at = time.perf_counter() + seconds
+    connection = await aio_pika.connect(f"amqp://guest:guest@127.0.0.1:{port}/")
+    async with connection:
+        channel = await connection.channel(publisher_confirms=True)
+        await channel.declare_queue("halfmq-bench-confirms", durable=True)
+        message = aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
+
+        async def publisher() -> None:
+            nonlocal count
+            while time.perf_counter() < stop_at:
+                await channel.default_exchange.publish(message, routing_key="halfmq-bench-confirms")
+                count += 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(publisher() for _ in range(in_flight)))
+        return count / (time.perf_counter() - began)
+
+
+async def measure(port: int, dist_port: int, producers: int, seconds: float, body: bytes) -> tuple[float, float]:
+    """(AMQP transactions/s with ``producers`` connections, confirmed publishes/s with as many in flight)."""
     server = RabbitMQ(port, dist_port)
     try:
         await server.wait_ready()
-        return await run_transactions(port, producers, seconds, body)
+        return (
+            await run_transactions(port, producers, seconds, body),
+            await run_confirms(port, producers, seconds, body),
+        )
     finally:
         server.stop()

@@ -2,16 +2,23 @@
 
     .venv/bin/python -m bench.txn --producers 64 --seconds 15 --body 1024 --flush sync
 
-Reports send TPS, avg/p99/max latency of the whole send-execute-commit, checks sent, unexpected
-checks (for transactions the client had already resolved) and duplicated checks; then, in the
-same run, the rate of a bare grpc.aio unary echo of the same payload with the same concurrency,
-and the ratio of transactions per second to the two-RPC echo limit (echo RPC/s / 2).
+Runs each client shape against one broker process, one after the other:
+- ``single``: one producer, one transaction in flight (the latency floor);
+- ``shared-async`` (a): one AsyncTransactionProducer shared by ``--producers`` asyncio tasks;
+- ``shared-threads`` (b): one blocking TransactionProducer shared by ``--producers`` threads;
+- ``processes`` (c): 8 client processes, each one producer with ``--producers``/8 tasks;
+- ``producers``: ``--producers`` AsyncTransactionProducers, one transaction in flight each.
+For each: send TPS, avg/p50/p99/max latency of the whole send-execute-commit. Then checks sent,
+unexpected checks (for transactions the client had already resolved) and duplicated checks; then,
+in the same run, a bare grpc.aio unary echo of the same payload with the same concurrency (the
+ratio to its two-RPC limit), and RabbitMQ's AMQP transactions and publisher confirms.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import random
 import socket
@@ -20,12 +27,20 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import grpc
 
 from bench import _rabbitmq
-from producer_sdk import AsyncTransactionProducer, LocalTransactionState, Message, TransactionListener
+from producer_sdk import (
+    AsyncTransactionProducer,
+    LocalTransactionState,
+    Message,
+    TransactionListener,
+    TransactionProducer,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +60,22 @@ def start(args: list[str], ready: str) -> subprocess.Popen[str]:
     raise RuntimeError(f"{args} exited before it was ready")
 
 
+class SyncListener(TransactionListener):
+    """The same decisions for the blocking producer (its listener methods run in its thread pool)."""
+
+    def __init__(self, inner: Listener) -> None:
+        self.inner = inner
+
+    def execute_local_transaction(self, msg, arg):
+        if random.random() < self.inner.unknown_ratio:
+            return LocalTransactionState.UNKNOWN
+        return LocalTransactionState.COMMIT
+
+    def check_local_transaction(self, msg):
+        self.inner.checks[msg.transaction_id] += 1
+        return LocalTransactionState.COMMIT
+
+
 class Listener(TransactionListener):
     def __init__(self, unknown_ratio: float) -> None:
         self.unknown_ratio = unknown_ratio
@@ -61,30 +92,106 @@ class Listener(TransactionListener):
         return LocalTransactionState.COMMIT
 
 
-async def run_transactions(address: str, producers: int, seconds: float, body: bytes, listener: Listener) -> dict:
-    latencies: list[float] = []
-    stop_at = time.perf_counter() + seconds
+SHAPES = ("single", "shared-async", "shared-threads", "processes", "producers")
+PROCESSES = 8
 
-    async def one_producer(index: int) -> None:
-        async with AsyncTransactionProducer(group="bench", broker=address, listener=listener) as producer:
-            while time.perf_counter() < stop_at:
-                began = time.perf_counter()
-                result = await producer.send_message_in_transaction(Message(topic="bench", body=body))
-                latencies.append(time.perf_counter() - began)
-                if result.local_state is not LocalTransactionState.UNKNOWN:
-                    listener.resolved_by_client.add(result.transaction_id)
 
-    began = time.perf_counter()
-    await asyncio.gather(*(one_producer(i) for i in range(producers)))
-    elapsed = time.perf_counter() - began
+def stats(latencies: list[float], elapsed: float) -> dict[str, float]:
     latencies.sort()
     return {
         "tps": len(latencies) / elapsed,
         "count": len(latencies),
         "avg_ms": 1000 * sum(latencies) / len(latencies),
+        "p50_ms": 1000 * latencies[len(latencies) // 2],
         "p99_ms": 1000 * latencies[int(len(latencies) * 0.99)],
         "max_ms": 1000 * latencies[-1],
     }
+
+
+async def transact(producer: Any, listener: Listener, body: bytes, stop_at: float, latencies: list[float]) -> None:
+    """Loop over send_message_in_transaction on ``producer`` until ``stop_at``."""
+    while time.perf_counter() < stop_at:
+        began = time.perf_counter()
+        result = await producer.send_message_in_transaction(Message(topic="bench", body=body))
+        latencies.append(time.perf_counter() - began)
+        if result.local_state is not LocalTransactionState.UNKNOWN:
+            listener.resolved_by_client.add(result.transaction_id)
+
+
+async def run_async(
+    address: str, producers: int, tasks: int, seconds: float, body: bytes, listener: Listener
+) -> list[float]:
+    """``producers`` async producers with ``tasks`` concurrent transactions each; returns latencies."""
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+
+    async def one_producer() -> None:
+        async with AsyncTransactionProducer(group="bench", broker=address, listener=listener) as producer:
+            await asyncio.gather(*(transact(producer, listener, body, stop_at, latencies) for _ in range(tasks)))
+
+    await asyncio.gather(*(one_producer() for _ in range(producers)))
+    return latencies
+
+
+def run_threads(address: str, threads: int, seconds: float, body: bytes, listener: Listener) -> list[float]:
+    """One blocking TransactionProducer shared by ``threads`` threads; returns latencies."""
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+    with TransactionProducer(group="bench", broker=address, listener=SyncListener(listener)) as producer:
+
+        def loop() -> None:
+            while time.perf_counter() < stop_at:
+                began = time.perf_counter()
+                result = producer.send_message_in_transaction(Message(topic="bench", body=body))
+                latencies.append(time.perf_counter() - began)
+                if result.local_state is not LocalTransactionState.UNKNOWN:
+                    listener.resolved_by_client.add(result.transaction_id)
+
+        with ThreadPoolExecutor(threads) as pool:
+            for future in [pool.submit(loop) for _ in range(threads)]:
+                future.result()
+    return latencies
+
+
+def shape_main(shape: str, address: str, concurrency: int, seconds: float, body: bytes, unknown_ratio: float,
+               out: Any) -> None:  # fmt: skip
+    """One client process: run ``shape`` (``processes`` runs its 8 children's share) and report."""
+    listener = Listener(unknown_ratio)
+    began = time.perf_counter()
+    if shape == "single":
+        latencies = asyncio.run(run_async(address, 1, 1, seconds, body, listener))
+    elif shape in ("shared-async", "processes"):
+        latencies = asyncio.run(run_async(address, 1, concurrency, seconds, body, listener))
+    elif shape == "shared-threads":
+        latencies = run_threads(address, concurrency, seconds, body, listener)
+    else:
+        latencies = asyncio.run(run_async(address, concurrency, 1, seconds, body, listener))
+    out.put((latencies, time.perf_counter() - began, dict(listener.checks), listener.resolved_by_client))
+
+
+def run_shape(shape: str, address: str, concurrency: int, seconds: float, body: bytes, listener: Listener) -> dict:
+    """Run a shape in fresh client processes (gRPC's asyncio support wants one event loop per
+    process): one, or PROCESSES for ``processes``, each with its share of the concurrency."""
+    spawn = multiprocessing.get_context("spawn")
+    out = spawn.Queue()
+    count, share = (PROCESSES, concurrency // PROCESSES) if shape == "processes" else (1, concurrency)
+    children = [
+        spawn.Process(target=shape_main, args=(shape, address, share, seconds, body, listener.unknown_ratio, out))
+        for _ in range(count)
+    ]
+    for child in children:
+        child.start()
+    latencies: list[float] = []
+    elapsed = 0.0
+    for _ in children:
+        got, took, checks, resolved = out.get(timeout=seconds + 120)
+        latencies += got
+        elapsed = max(elapsed, took)
+        listener.checks.update(checks)
+        listener.resolved_by_client |= resolved
+    for child in children:
+        child.join()
+    return stats(latencies, elapsed)
 
 
 async def run_echo(address: str, concurrency: int, seconds: float, body: bytes) -> float:
@@ -104,6 +211,10 @@ async def run_echo(address: str, concurrency: int, seconds: float, body: bytes) 
         return count / (time.perf_counter() - began)
 
 
+def echo_main(address: str, concurrency: int, seconds: float, body: bytes) -> float:
+    return asyncio.run(run_echo(address, concurrency, seconds, body))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--producers", type=int, default=64)
@@ -114,6 +225,7 @@ def main() -> None:
         "--unknown-ratio", type=float, default=0.01, help="share of local transactions answering UNKNOWN"
     )
     parser.add_argument("--no-rabbitmq", action="store_true", help="skip the RabbitMQ peer")
+    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
     args = parser.parse_args()
     body = os.urandom(args.body)
 
@@ -127,8 +239,11 @@ def main() -> None:
         "halfmq broker ready",
     )  # fmt: skip
     listener = Listener(args.unknown_ratio)
+    address = f"127.0.0.1:{port}"
+    results = {}
     try:
-        txn = asyncio.run(run_transactions(f"127.0.0.1:{port}", args.producers, args.seconds, body, listener))
+        for shape in args.shapes.split(","):
+            results[shape] = run_shape(shape, address, args.producers, args.seconds, body, listener)
         time.sleep(4)  # let the last UNKNOWN transactions be checked
     finally:
         broker.terminate()
@@ -136,34 +251,39 @@ def main() -> None:
     echo_port = free_port()
     echo_server = start([sys.executable, "-m", "bench._echo_server", str(echo_port)], "ready")
     try:
-        echo_rps = asyncio.run(run_echo(f"127.0.0.1:{echo_port}", args.producers, args.seconds, body))
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            echo_rps = pool.submit(echo_main, f"127.0.0.1:{echo_port}", args.producers, args.seconds, body).result()
     finally:
         echo_server.terminate()
         echo_server.wait()
 
     skip_peer = "--no-rabbitmq given" if args.no_rabbitmq else _rabbitmq.unavailable_reason()
-    rabbit_tps = None
+    rabbit = None
     if skip_peer is None:
-        rabbit_tps = asyncio.run(_rabbitmq.measure(free_port(), free_port(), args.producers, args.seconds, body))
+        rabbit = asyncio.run(_rabbitmq.measure(free_port(), free_port(), args.producers, args.seconds, body))
 
     checks = sum(listener.checks.values())
     unexpected = sum(n for t, n in listener.checks.items() if t in listener.resolved_by_client)
     duplicated = sum(n - 1 for n in listener.checks.values() if n > 1)
-    print(f"config: producers={args.producers} body={args.body}B flush={args.flush} seconds={args.seconds}"
+    print(f"config: concurrency={args.producers} body={args.body}B flush={args.flush} seconds={args.seconds}"
           f" unknown_ratio={args.unknown_ratio} cpus={os.cpu_count()}")  # fmt: skip
-    print(f"transactions: {txn['count']}  send TPS: {txn['tps']:.0f}")
-    print(
-        f"latency send-execute-commit: avg {txn['avg_ms']:.2f} ms"
-        f"  p99 {txn['p99_ms']:.2f} ms  max {txn['max_ms']:.2f} ms"
-    )
+    for shape, txn in results.items():
+        print(f"{shape:>15}: {txn['count']:7d} txn, {txn['tps']:6.0f} txn/s; send-execute-commit avg"
+              f" {txn['avg_ms']:6.2f} ms, p50 {txn['p50_ms']:6.2f} ms, p99 {txn['p99_ms']:6.2f} ms,"
+              f" max {txn['max_ms']:7.2f} ms")  # fmt: skip
     print(f"checks: {checks}  unexpected checks: {unexpected}  duplicated checks: {duplicated}")
     print(f"bare gRPC echo: {echo_rps:.0f} RPC/s  -> two-RPC limit {echo_rps / 2:.0f} txn/s")
-    print(f"ratio TPS / two-RPC echo limit: {txn['tps'] / (echo_rps / 2):.2f}")
-    if rabbit_tps is None:
-        print(f"RabbitMQ AMQP transactions: not run ({skip_peer})")
+    main_shape = "shared-async" if "shared-async" in results else next(iter(results))
+    main_tps = results[main_shape]["tps"]
+    print(f"ratio {main_shape} TPS / two-RPC echo limit: {main_tps / (echo_rps / 2):.2f}")
+    if rabbit is None:
+        print(f"RabbitMQ: not run ({skip_peer})")
     else:
-        print(f"RabbitMQ AMQP transactions (tx.select, publish, tx.commit; durable queue): {rabbit_tps:.0f} txn/s")
-        print(f"ratio halfmq / RabbitMQ: {txn['tps'] / rabbit_tps:.2f}")
+        tx_tps, confirms_tps = rabbit
+        print(f"RabbitMQ AMQP transactions ({args.producers} connections; durable queue): {tx_tps:.0f} txn/s")
+        print(f"RabbitMQ publisher confirms ({args.producers} in flight; durable queue): {confirms_tps:.0f} msg/s")
+        print(f"ratio halfmq {main_shape} / RabbitMQ tx: {main_tps / tx_tps:.2f};"
+              f" / RabbitMQ confirms: {main_tps / confirms_tps:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -5,13 +5,16 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk.errors import from_rpc_error
+from producer_sdk._batcher import Batcher
+from producer_sdk.errors import from_item_error, from_rpc_error
 from producer_sdk.message import Message, ReceivedMessage, SendReceipt
 
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -54,8 +57,54 @@ class BrokerClient:
             await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
             backoff = min(backoff * 2, 1.0)
 
+    async def call_batch(self, method: str, request: Any) -> list[Any]:
+        """Invoke a batch RPC: per-item results in item order, a typed error for each refused item."""
+        response = await self.call(method, request)
+        return [
+            outcome.result if outcome.WhichOneof("outcome") == "result" else from_item_error(outcome.error)
+            for outcome in response.outcomes
+        ]
+
+    def batcher(self, rpc: BatchRpc, *, linger: float) -> Batcher[Any, Any]:
+        """A Batcher for ``rpc``: a lone item goes by the single-item RPC (the least work for the
+        broker at one call in flight), more by the batch RPC."""
+
+        async def send(items: list[Any]) -> list[Any]:
+            if len(items) == 1:  # its error, if any, is the whole call's: the item's own
+                return [rpc.unwrap(await self.call(rpc.single, items[0]))]
+            return await self.call_batch(rpc.batch, rpc.wrap(items))
+
+        return Batcher(send, _byte_size, linger=linger)
+
     async def close(self) -> None:
         await self._channel.close()
+
+
+@dataclass(frozen=True)
+class BatchRpc:
+    """A single-item RPC and its batch twin: how to wrap items into a batch request and take the
+    result out of a single reply."""
+
+    single: str
+    batch: str
+    wrap: Callable[[list[Any]], Any]
+    unwrap: Callable[[Any], Any]
+
+
+HALVES = BatchRpc(
+    "SendHalfMessage", "SendHalfMessages", lambda items: pb.SendHalfMessagesRequest(items=items), lambda r: r
+)
+ENDS = BatchRpc("EndTransaction", "EndTransactions", lambda items: pb.EndTransactionsRequest(items=items), lambda r: r)
+SENDS = BatchRpc(
+    "SendMessage",
+    "SendMessages",
+    lambda items: pb.SendMessagesRequest(messages=[i.message for i in items]),
+    lambda r: r.result,
+)
+
+
+def _byte_size(item: Any) -> int:
+    return int(item.ByteSize())
 
 
 def message_to_pb(message: Message) -> pb.Message:

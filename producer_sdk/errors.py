@@ -22,6 +22,8 @@ Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matc
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 ERROR_METADATA_KEY = "halfmq-error"
@@ -105,6 +107,11 @@ _BY_CODE: dict[str, type[HalfmqError]] = {
     "MESSAGE_ID_IN_USE": MessageIdInUse,
     "STORAGE_FULL": StorageFull,
 }
+
+
+def from_item_error(error: Any) -> HalfmqError:
+    """The typed SDK error for one refused item of a batch (an ``ItemError``)."""
+    return _BY_CODE.get(error.code, BrokerError)(error.message or error.code, status=error.code)
 
 
 def from_rpc_error(error: grpc.aio.AioRpcError) -> HalfmqError:

@@ -6,20 +6,26 @@ from collections.abc import Sequence
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._blocking import BlockingClient
-from producer_sdk._client import message_to_pb, receipt_from_pb
+from producer_sdk._client import SENDS, message_to_pb, receipt_from_pb
 from producer_sdk.message import Message, SendReceipt
 
 
 class Producer(BlockingClient):
-    """Blocking producer of normal messages; use as ``with``. A send retried after a broker
-    failure carries the same message id, so the broker stores it once."""
+    """Blocking producer of normal messages; use as ``with``; safe to share between threads. A
+    send retried after a broker failure carries the same message id, so the broker stores it once.
 
-    def __init__(self, *, broker: str, timeout: float = 10.0, token: str | None = None) -> None:
+    Sends from concurrent threads share calls: what they send while an earlier call is in flight
+    goes out together in the next call, each message with its own result or error. ``linger``
+    seconds of waiting buy bigger batches.
+    """
+
+    def __init__(self, *, broker: str, timeout: float = 10.0, token: str | None = None, linger: float = 0.0) -> None:
         super().__init__(broker=broker, timeout=timeout, token=token)
+        self._sends = self._client.batcher(SENDS, linger=linger)
 
     def send(self, msg: Message) -> SendReceipt:
-        response = self._call("SendMessage", pb.SendMessageRequest(message=message_to_pb(msg)))
-        return receipt_from_pb(response.result)
+        request = pb.SendMessageRequest(message=message_to_pb(msg))
+        return receipt_from_pb(self._loop.run(self._sends.submit(request)))
 
     def send_batch(self, msgs: Sequence[Message]) -> list[SendReceipt]:
         """Store all of ``msgs`` or none of them."""

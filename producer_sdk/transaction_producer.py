@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
-from producer_sdk._client import BrokerClient, message_to_pb, received_from_pb
+from producer_sdk._client import ENDS, HALVES, BrokerClient, message_to_pb, received_from_pb
 from producer_sdk._loop import LoopThread
 from producer_sdk._session import RESOLUTIONS, SessionLoop
 from producer_sdk.errors import BrokerError, BrokerUnavailable
@@ -27,6 +27,10 @@ class AsyncTransactionProducer:
     Listener methods may be ``async def`` (awaited) or plain (run in a pool of
     ``check_threads`` threads). ``timeout`` bounds every call to the broker, retries included.
     ``token`` is the broker's shared auth token, if it has one.
+
+    Concurrent transactions share calls: half messages (and ends) that callers send while an
+    earlier call is in flight go to the broker together in the next call, each with its own
+    result. An idle producer sends at once; ``linger`` seconds of waiting buy bigger batches.
     """
 
     def __init__(
@@ -39,8 +43,10 @@ class AsyncTransactionProducer:
         check_threads: int = 4,
         client_id: str | None = None,
         token: str | None = None,
+        linger: float = 0.0,
     ) -> None:
         self.group = group
+        self._linger = linger
         self._token = token
         self.broker = broker
         self.listener = listener
@@ -60,6 +66,8 @@ class AsyncTransactionProducer:
         """Connect and open the session; raise BrokerUnavailable if that fails within ``timeout``,
         or InvalidArgument if the broker refuses the producer group."""
         self._client = BrokerClient(self.broker, timeout=self._timeout, token=self._token)
+        self._halves = self._client.batcher(HALVES, linger=self._linger)
+        self._ends = self._client.batcher(ENDS, linger=self._linger)
         self._session = SessionLoop(self._client, self.group, self.client_id, self._check)
         self._session_task = asyncio.create_task(self._session.run())
         connected = asyncio.create_task(self._session.connected.wait())
@@ -105,8 +113,9 @@ class AsyncTransactionProducer:
 
     async def prepare(self, msg: Message) -> str:
         """Store ``msg`` as a half message; return its transaction id."""
+        self._connected_client()
         request = pb.SendHalfMessageRequest(message=message_to_pb(msg), producer_group=self.group)
-        response = await self._connected_client().call("SendHalfMessage", request)
+        response = await self._halves.submit(request)
         return str(response.transaction_id)
 
     async def end(self, msg: Message, transaction_id: str, local_state: LocalTransactionState) -> SendResult:
@@ -120,7 +129,8 @@ class AsyncTransactionProducer:
         )
         state: TransactionState | None
         try:
-            response = await self._connected_client().call("EndTransaction", request)
+            self._connected_client()
+            response = await self._ends.submit(request)
             state = TransactionState[pb.TransactionState.Name(response.state)]
         except (BrokerUnavailable, BrokerError) as exc:  # e.g. a full disk: the half message is stored
             log.warning("end of transaction %s not confirmed (%s); the broker will check", transaction_id, exc)
@@ -160,6 +170,7 @@ class TransactionProducer:
         check_threads: int = 4,
         client_id: str | None = None,
         token: str | None = None,
+        linger: float = 0.0,
     ) -> None:
         self._loop = LoopThread()
         self._producer = AsyncTransactionProducer(
@@ -170,6 +181,7 @@ class TransactionProducer:
             check_threads=check_threads,
             client_id=client_id,
             token=token,
+            linger=linger,
         )
         self.listener = listener
 

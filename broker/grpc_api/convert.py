@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from broker.errors import InvalidArgument
-from broker.model import Message, Resolution, Source, StoredMessage, Topic, TransactionState
+from broker.model import EndResult, Message, Resolution, Source, StoredMessage, Topic, Transaction, TransactionState
 from halfmq_proto.v1 import halfmq_pb2 as pb
 
 RESOLUTIONS: dict[int, Resolution] = {
@@ -52,6 +52,16 @@ def send_result_to_pb(message: StoredMessage) -> pb.SendResult:
     return pb.SendResult(
         message_id=message.message_id, topic=message.topic, queue_id=message.queue_id, queue_offset=message.queue_offset
     )
+
+
+def half_to_pb(txn: Transaction) -> pb.SendHalfMessageResponse:
+    return pb.SendHalfMessageResponse(
+        transaction_id=txn.transaction_id, message_id=txn.message_id, half_offset=txn.half_offset
+    )
+
+
+def end_to_pb(result: EndResult) -> pb.EndTransactionResponse:
+    return pb.EndTransactionResponse(state=STATES[result.state], already_resolved=result.already_resolved)
 
 
 def topic_to_pb(topic: Topic) -> pb.Topic:

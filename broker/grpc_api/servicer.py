@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
 
-from broker.errors import HalfmqError
+from broker.errors import HalfmqError, InvalidArgument
 from broker.grpc_api.convert import (
-    STATES,
+    end_to_pb,
+    half_to_pb,
     message_from_pb,
     resolution_from_pb,
     send_result_to_pb,
@@ -20,8 +22,8 @@ from broker.grpc_api.convert import (
 )
 from broker.grpc_api.session import serve_session
 from broker.grpc_api.status import ERROR_METADATA_KEY, status_for
-from broker.messaging import MessagingService
-from broker.model import Source
+from broker.messaging import MAX_BATCH, MessagingService
+from broker.model import EndResult, Source
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -43,6 +45,25 @@ def translate_errors(handler: Handler[R]) -> Handler[R]:
             raise  # unreachable: abort raises
 
     return wrapper
+
+
+def item_outcomes(results: Sequence[object], outcome: Callable[..., Any], to_pb: Callable[[Any], Any]) -> list[Any]:
+    """Per-item outcomes of a batch: each result converted, each core error as an ItemError.
+    Anything else a batch item raised is a broker failure, raised for the whole call."""
+    outcomes = []
+    for result in results:
+        if isinstance(result, HalfmqError):
+            outcomes.append(outcome(error=pb.ItemError(code=result.code, message=str(result))))
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            outcomes.append(outcome(result=to_pb(result)))
+    return outcomes
+
+
+def check_batch(items: Sequence[object]) -> None:
+    if not 1 <= len(items) <= MAX_BATCH:
+        raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} items, got {len(items)}")
 
 
 class BrokerServicer(pb_grpc.BrokerServicer):
@@ -71,20 +92,44 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @translate_errors
     async def SendHalfMessage(self, request: pb.SendHalfMessageRequest, context: Any) -> pb.SendHalfMessageResponse:
-        txn = await self._transactions.prepare(message_from_pb(request.message), request.producer_group)
-        return pb.SendHalfMessageResponse(
-            transaction_id=txn.transaction_id, message_id=txn.message_id, half_offset=txn.half_offset
-        )
+        return half_to_pb(await self._transactions.prepare(message_from_pb(request.message), request.producer_group))
 
     @translate_errors
     async def EndTransaction(self, request: pb.EndTransactionRequest, context: Any) -> pb.EndTransactionResponse:
+        return end_to_pb(await self._end(request))
+
+    @translate_errors
+    async def SendMessages(self, request: pb.SendMessagesRequest, context: Any) -> pb.SendMessagesResponse:
+        check_batch(request.messages)
+        results = await asyncio.gather(
+            *(self._messaging.send([message_from_pb(m)]) for m in request.messages), return_exceptions=True
+        )
+        return pb.SendMessagesResponse(
+            outcomes=item_outcomes(results, pb.SendMessageOutcome, lambda stored: send_result_to_pb(stored[0]))
+        )
+
+    @translate_errors
+    async def SendHalfMessages(self, request: pb.SendHalfMessagesRequest, context: Any) -> pb.SendHalfMessagesResponse:
+        check_batch(request.items)
+        results = await asyncio.gather(
+            *(self._transactions.prepare(message_from_pb(i.message), i.producer_group) for i in request.items),
+            return_exceptions=True,
+        )
+        return pb.SendHalfMessagesResponse(outcomes=item_outcomes(results, pb.SendHalfMessageOutcome, half_to_pb))
+
+    @translate_errors
+    async def EndTransactions(self, request: pb.EndTransactionsRequest, context: Any) -> pb.EndTransactionsResponse:
+        check_batch(request.items)
+        results = await asyncio.gather(*(self._end(item) for item in request.items), return_exceptions=True)
+        return pb.EndTransactionsResponse(outcomes=item_outcomes(results, pb.EndTransactionOutcome, end_to_pb))
+
+    async def _end(self, request: pb.EndTransactionRequest) -> EndResult:
         source = source_from_pb(request.source)
         if source is Source.CHECK:
             self._registry.answered(request.transaction_id)
-        result = await self._transactions.end(
+        return await self._transactions.end(
             request.transaction_id, request.producer_group, resolution_from_pb(request.resolution), source
         )
-        return pb.EndTransactionResponse(state=STATES[result.state], already_resolved=result.already_resolved)
 
     async def ProducerSession(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
         await serve_session(context, self._registry, self._transactions, check_timeout=self._check_timeout)

@@ -172,6 +172,74 @@ class EndTransactionResponse(_message.Message):
     already_resolved: bool
     def __init__(self, state: _Optional[_Union[TransactionState, str]] = ..., already_resolved: _Optional[bool] = ...) -> None: ...
 
+class ItemError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class SendMessagesRequest(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+
+class SendMessagesResponse(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[SendMessageOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[SendMessageOutcome, _Mapping]]] = ...) -> None: ...
+
+class SendMessageOutcome(_message.Message):
+    __slots__ = ("result", "error")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    result: SendResult
+    error: ItemError
+    def __init__(self, result: _Optional[_Union[SendResult, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class SendHalfMessagesRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[SendHalfMessageRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[SendHalfMessageRequest, _Mapping]]] = ...) -> None: ...
+
+class SendHalfMessagesResponse(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[SendHalfMessageOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[SendHalfMessageOutcome, _Mapping]]] = ...) -> None: ...
+
+class SendHalfMessageOutcome(_message.Message):
+    __slots__ = ("result", "error")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    result: SendHalfMessageResponse
+    error: ItemError
+    def __init__(self, result: _Optional[_Union[SendHalfMessageResponse, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class EndTransactionsRequest(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[EndTransactionRequest]
+    def __init__(self, items: _Optional[_Iterable[_Union[EndTransactionRequest, _Mapping]]] = ...) -> None: ...
+
+class EndTransactionsResponse(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[EndTransactionOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[EndTransactionOutcome, _Mapping]]] = ...) -> None: ...
+
+class EndTransactionOutcome(_message.Message):
+    __slots__ = ("result", "error")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    result: EndTransactionResponse
+    error: ItemError
+    def __init__(self, result: _Optional[_Union[EndTransactionResponse, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
 class SessionUp(_message.Message):
     __slots__ = ("hello", "answer")
     HELLO_FIELD_NUMBER: _ClassVar[int]

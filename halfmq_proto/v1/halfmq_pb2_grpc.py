@@ -54,6 +54,21 @@ class BrokerStub:
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionRequest.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionResponse.FromString,
                 _registered_method=True)
+        self.SendMessages = channel.unary_unary(
+                '/halfmq.v1.Broker/SendMessages',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessagesRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessagesResponse.FromString,
+                _registered_method=True)
+        self.SendHalfMessages = channel.unary_unary(
+                '/halfmq.v1.Broker/SendHalfMessages',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessagesRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessagesResponse.FromString,
+                _registered_method=True)
+        self.EndTransactions = channel.unary_unary(
+                '/halfmq.v1.Broker/EndTransactions',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsResponse.FromString,
+                _registered_method=True)
         self.ProducerSession = channel.stream_stream(
                 '/halfmq.v1.Broker/ProducerSession',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SessionUp.SerializeToString,
@@ -113,6 +128,24 @@ class BrokerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def EndTransaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendMessages(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendHalfMessages(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTransactions(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -182,6 +215,21 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.EndTransaction,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionRequest.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionResponse.SerializeToString,
+            ),
+            'SendMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendMessages,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessagesRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessagesResponse.SerializeToString,
+            ),
+            'SendHalfMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendHalfMessages,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessagesRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessagesResponse.SerializeToString,
+            ),
+            'EndTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTransactions,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsResponse.SerializeToString,
             ),
             'ProducerSession': grpc.stream_stream_rpc_method_handler(
                     servicer.ProducerSession,
@@ -327,6 +375,87 @@ class Broker:
             '/halfmq.v1.Broker/EndTransaction',
             halfmq_dot_v1_dot_halfmq__pb2.EndTransactionRequest.SerializeToString,
             halfmq_dot_v1_dot_halfmq__pb2.EndTransactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/SendMessages',
+            halfmq_dot_v1_dot_halfmq__pb2.SendMessagesRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.SendMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendHalfMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/SendHalfMessages',
+            halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessagesRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/EndTransactions',
+            halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
