@@ -131,7 +131,8 @@ class KnownOutcomes(TransactionListener):
 
 @pytest.mark.slow
 def test_a_broker_killed_repeatedly_under_load_loses_and_duplicates_nothing(broker_process):
-    total, producers, kills = 3000, 8, 5
+    # 8 threads over 2 producers: concurrent transactions of one producer share batched calls.
+    total, producers, threads, kills = 3000, 2, 8, 5
     listener = KnownOutcomes()
     for i in range(total):
         kind = ("c", "r", "u")[i % 3]
@@ -169,8 +170,8 @@ def test_a_broker_killed_repeatedly_under_load_loses_and_duplicates_nothing(brok
     kill_thread.start()
     started = time.monotonic()
     try:
-        with ThreadPoolExecutor(producers) as pool:
-            for future in [pool.submit(produce, p, keys[n::producers]) for n, p in enumerate(sdk)]:
+        with ThreadPoolExecutor(threads) as pool:
+            for future in [pool.submit(produce, sdk[n % producers], keys[n::threads]) for n in range(threads)]:
                 future.result()
         done.set()
         kill_thread.join()

@@ -97,6 +97,35 @@ class TransactionsModel(RuleBasedStateMachine):
         )
         self.txns.append(Expected(intent, self.clock.now, message_id=message_id, transaction_id=txn.transaction_id))
 
+    @rule(intents=st.lists(st.sampled_from([Resolution.COMMIT, Resolution.ROLLBACK]), min_size=1, max_size=4),
+          retried=st.integers(0, 3))  # fmt: skip
+    def send_a_batch(self, intents: list[Resolution], retried: int) -> None:
+        """Half messages in one batch, the last repeating an earlier id (a retry inside the batch)."""
+        ids = [f"m-{len(self.txns) + n}" for n in range(len(intents))]
+        items = [(Message(topic="orders", body=i.encode(), message_id=i), "g") for i in ids]
+        items.append(items[min(retried, len(items) - 1)])
+        txns = self.run(self.service.prepare_many(items))
+        assert txns[-1].transaction_id == txns[min(retried, len(ids) - 1)].transaction_id
+        for intent, message_id, txn in zip(intents, ids, txns, strict=False):
+            self.txns.append(Expected(intent, self.clock.now, message_id=message_id, transaction_id=txn.transaction_id))
+
+    @precondition(lambda self: self.txns)
+    @rule(data=st.data(), says_unknown=st.booleans())
+    def end_a_batch(self, data: st.DataObject, says_unknown: bool) -> None:
+        """Ends in one batch, a transaction possibly twice; outcomes are checked item by item."""
+        chosen = data.draw(st.lists(st.sampled_from(self.txns), min_size=1, max_size=4))
+        resolutions = [Resolution.UNKNOWN if says_unknown else e.intent for e in chosen]
+        results = self.run(self.service.end_many([(e.transaction_id, "g", r, Source.CLIENT)
+                                                   for e, r in zip(chosen, resolutions, strict=True)]))  # fmt: skip
+        for expected, resolution, result in zip(chosen, resolutions, results, strict=True):
+            if isinstance(result, ResolutionConflict):
+                assert expected.state is TransactionState.DISCARDED
+                continue
+            if resolution is not Resolution.UNKNOWN and expected.state is TransactionState.PENDING:
+                assert not result.already_resolved
+                expected.state = RESOLVED[resolution]
+            assert result.state is expected.state
+
     @precondition(lambda self: self.txns)
     @rule(data=st.data())
     def retry_send(self, data: st.DataObject) -> None:

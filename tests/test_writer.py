@@ -46,3 +46,23 @@ def test_a_closed_writer_refuses_new_jobs(tmp_path):
     writer.close()
     with pytest.raises(Exception, match="closed"):
         asyncio.run(writer.run(lambda c: None))
+
+
+def test_queue_offsets_stay_dense_when_a_job_fails_after_taking_one(tmp_path):
+    from broker.errors import StorageFailure
+    from broker.model import Message
+    from broker.store import Store
+
+    async def scenario() -> list[int]:
+        store = Store(tmp_path, flush=Flush.ASYNC)
+        await store.create_topic("t", 1)
+        await store.append([(Message("t", b"a", "a"), 0)], 0)
+        unbindable = Message("t", ["not", "bytes"], "b")  # type: ignore[arg-type]
+        with pytest.raises(StorageFailure):  # fails inside the insert, after its offset was taken
+            await store.append([(Message("t", b"ok", "ok"), 0), (unbindable, 0)], 0)
+        await store.append([(Message("t", b"c", "c"), 0)], 0)
+        offsets = [m.queue_offset for m in store.read("t", 0, 0, 10, 1 << 20)]
+        store.close()
+        return offsets
+
+    assert asyncio.run(scenario()) == [0, 1]

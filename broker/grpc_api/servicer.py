@@ -23,7 +23,7 @@ from broker.grpc_api.convert import (
 from broker.grpc_api.session import serve_session
 from broker.grpc_api.status import ERROR_METADATA_KEY, status_for
 from broker.messaging import MAX_BATCH, MessagingService
-from broker.model import EndResult, Source
+from broker.model import EndResult, Resolution, Source
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -64,6 +64,19 @@ def item_outcomes(results: Sequence[object], outcome: Callable[..., Any], to_pb:
 def check_batch(items: Sequence[object]) -> None:
     if not 1 <= len(items) <= MAX_BATCH:
         raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} items, got {len(items)}")
+
+
+def _end_item(request: pb.EndTransactionRequest) -> tuple[str, str, Resolution, Source] | HalfmqError:
+    """One end of a batch in core terms, or its refusal (a malformed resolution or source)."""
+    try:
+        return (
+            request.transaction_id,
+            request.producer_group,
+            resolution_from_pb(request.resolution),
+            source_from_pb(request.source),
+        )
+    except HalfmqError as exc:
+        return exc
 
 
 class BrokerServicer(pb_grpc.BrokerServicer):
@@ -111,16 +124,21 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     @translate_errors
     async def SendHalfMessages(self, request: pb.SendHalfMessagesRequest, context: Any) -> pb.SendHalfMessagesResponse:
         check_batch(request.items)
-        results = await asyncio.gather(
-            *(self._transactions.prepare(message_from_pb(i.message), i.producer_group) for i in request.items),
-            return_exceptions=True,
+        results = await self._transactions.prepare_many(
+            [(message_from_pb(i.message), i.producer_group) for i in request.items]
         )
         return pb.SendHalfMessagesResponse(outcomes=item_outcomes(results, pb.SendHalfMessageOutcome, half_to_pb))
 
     @translate_errors
     async def EndTransactions(self, request: pb.EndTransactionsRequest, context: Any) -> pb.EndTransactionsResponse:
         check_batch(request.items)
-        results = await asyncio.gather(*(self._end(item) for item in request.items), return_exceptions=True)
+        converted = [_end_item(item) for item in request.items]
+        valid = [item for item in converted if not isinstance(item, HalfmqError)]
+        for transaction_id, _, _, source in valid:
+            if source is Source.CHECK:
+                self._registry.answered(transaction_id)
+        ended = iter(await self._transactions.end_many(valid))
+        results = [item if isinstance(item, HalfmqError) else next(ended) for item in converted]
         return pb.EndTransactionsResponse(outcomes=item_outcomes(results, pb.EndTransactionOutcome, end_to_pb))
 
     async def _end(self, request: pb.EndTransactionRequest) -> EndResult:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -31,8 +31,6 @@ MESSAGE_COLUMNS = (
     "topic, queue_id, queue_offset, message_id, transaction_id, keys, tags, properties, body,"
     " born_timestamp, store_timestamp"
 )
-# The next offset of a queue (topic, queue_id parameters); offsets are dense from 0.
-NEXT_OFFSET = "(SELECT COALESCE(MAX(queue_offset) + 1, 0) FROM messages WHERE topic = ? AND queue_id = ?)"
 TRANSACTION_COLUMNS = (
     "transaction_id, producer_group, half_offset, topic, queue_id, message_id, state, check_times,"
     " half_stored_at, last_check_at, resolved_at, resolution_source, resumes"
@@ -109,8 +107,44 @@ def row_to_transaction(row: Sequence[Any]) -> Transaction:
     )
 
 
+class QueueTails:
+    """The next offset of every queue (offsets are dense from 0), kept in memory by the writer's
+    thread instead of a MAX() per append. After anything is rolled back, ``reload`` reads them
+    again from what the connection sees."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._next: dict[tuple[str, int], int] = {}
+        self.reload(conn)
+
+    def reload(self, conn: sqlite3.Connection) -> None:
+        queues = conn.execute("SELECT name, queues FROM topics").fetchall()
+        self._next = {
+            (topic, queue_id): conn.execute(
+                "SELECT COALESCE(MAX(queue_offset) + 1, 0) FROM messages WHERE topic = ? AND queue_id = ?",
+                (topic, queue_id),
+            ).fetchone()[0]
+            for topic, count in queues
+            for queue_id in range(count)
+        }
+
+    def take(self, topic: str, queue_id: int) -> int:
+        """The offset for the next message of the queue (the caller appends it)."""
+        offset = self._next.get((topic, queue_id), 0)
+        self._next[(topic, queue_id)] = offset + 1
+        return offset
+
+
+def _json_list(values: Sequence[str]) -> str:
+    return json.dumps(list(values)) if values else "[]"
+
+
+def _json_object(values: Mapping[str, str]) -> str:
+    return json.dumps(values, sort_keys=True) if values else "{}"
+
+
 def append_message(
     conn: sqlite3.Connection,
+    tails: QueueTails,
     topic: str,
     queue_id: int,
     message: Message,
@@ -119,25 +153,24 @@ def append_message(
     transaction_id: str = "",
     extra_properties: dict[str, str] | None = None,
 ) -> StoredMessage:
-    properties = {**message.properties, **(extra_properties or {})}
-    (queue_offset,) = conn.execute(
-        f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, {NEXT_OFFSET}, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " RETURNING queue_offset",
+    properties = {**message.properties, **extra_properties} if extra_properties else message.properties
+    queue_offset = tails.take(topic, queue_id)
+    conn.execute(
+        f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             topic,
             queue_id,
-            topic,
-            queue_id,
+            queue_offset,
             message.message_id,
             transaction_id,
-            json.dumps(list(message.keys)),
+            _json_list(message.keys),
             message.tags,
-            json.dumps(properties, sort_keys=True),
+            _json_object(properties),
             message.body,
             message.born_timestamp,
             now_ms,
         ),
-    ).fetchone()
+    )
     return StoredMessage(
         topic=topic,
         queue_id=queue_id,
@@ -167,19 +200,27 @@ _RESTORED_PROPERTIES = (
 
 
 def copy_half(
-    conn: sqlite3.Connection, txn: Transaction, topic: str, queue_id: int, now_ms: int, extra: dict[str, str]
+    conn: sqlite3.Connection,
+    tails: QueueTails,
+    txn: Transaction,
+    topic: str,
+    queue_id: int,
+    now_ms: int,
+    extra: dict[str, str],
 ) -> None:
     """Append the producer's message, copied from its half message, to ``topic``/``queue_id``.
 
     The copy happens inside SQLite: the body never passes through Python.
     """
-    conn.execute(
+    copied = conn.execute(
         f"INSERT INTO messages ({MESSAGE_COLUMNS})"
-        f" SELECT ?, ?, {NEXT_OFFSET},"
+        " SELECT ?, ?, ?,"
         f" message_id, transaction_id, keys, tags, {_RESTORED_PROPERTIES}, body, born_timestamp, ?"
         " FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
-        (topic, queue_id, topic, queue_id, json.dumps(extra), now_ms, HALF_TOPIC, txn.half_offset),
+        (topic, queue_id, tails.take(topic, queue_id), _json_object(extra), now_ms, HALF_TOPIC, txn.half_offset),
     )
+    if copied.rowcount != 1:  # the job fails, and its offset is given back with the rollback
+        raise StorageFailure(f"the half message of transaction {txn.transaction_id} is missing")
 
 
 def set_consumer_offset(conn: sqlite3.Connection, group: str, topic: str, queue_id: int, offset: int) -> None:

@@ -16,7 +16,9 @@ from typing import ParamSpec, TypeVar
 
 from broker.errors import (
     BrokerClosed,
+    HalfmqError,
     MessageIdInUse,
+    ProducerGroupMismatch,
     ResolutionConflict,
     TopicExists,
     TopicNotFound,
@@ -44,6 +46,7 @@ from broker.store.sql import (
     MESSAGE_COLUMNS,
     TRANSACTION_COLUMNS,
     Flush,
+    QueueTails,
     append_message,
     connect,
     copy_half,
@@ -56,9 +59,20 @@ from broker.store.sql import (
 from broker.store.writer import GroupCommitWriter
 
 DB_FILE = "halfmq.db"
+# What a batch item may be refused with before anything of it is written.
+_REFUSALS = (MessageIdInUse, TransactionNotFound, ProducerGroupMismatch, ResolutionConflict)
 READER_THREADS = 4
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+def _refusal_as_value(step: Callable[..., T], *args: object) -> T | HalfmqError:
+    """Run one item of a batch job; a refusal (raised before the item wrote anything) becomes
+    its value, anything else fails the whole job."""
+    try:
+        return step(*args)
+    except _REFUSALS as exc:
+        return exc
 
 
 class Store:
@@ -77,7 +91,8 @@ class Store:
         write_conn.executemany(
             "INSERT OR IGNORE INTO topics (name, queues) VALUES (?, 1)", [(t,) for t in SYSTEM_TOPICS]
         )
-        self._writer = GroupCommitWriter(write_conn, on_commit=on_commit)
+        self._tails = QueueTails(write_conn)
+        self._writer = GroupCommitWriter(write_conn, on_commit=on_commit, on_undo=self._tails.reload)
         self._write_conn = write_conn
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -166,7 +181,7 @@ class Store:
                     raise MessageIdInUse(f"message id {message.message_id!r} belongs to a transaction")
             return [
                 find_message(conn, message.topic, message.message_id)
-                or append_message(conn, message.topic, queue_id, message, now_ms)
+                or append_message(conn, self._tails, message.topic, queue_id, message, now_ms)
                 for message, queue_id in placed
             ]
 
@@ -215,59 +230,81 @@ class Store:
     ) -> Transaction:
         """Append a half message and its PENDING transaction record.
 
-        A message id that already has a half message returns that transaction unchanged.
+        A message id that already has a half message of the same topic and group returns that
+        transaction unchanged. Raises MessageIdInUse if the id is taken otherwise.
         """
+        return await self._writer.run(
+            lambda conn: self._prepare(conn, message, producer_group, queue_id, transaction_id, now_ms)
+        )
 
-        def work(conn: sqlite3.Connection) -> Transaction:
-            existing = conn.execute(
-                f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE message_id = ?", (message.message_id,)
-            ).fetchone()
-            if existing is not None:
-                txn = row_to_transaction(existing)
-                if (txn.topic, txn.producer_group) != (message.topic, producer_group):
-                    raise MessageIdInUse(
-                        f"message id {message.message_id!r} belongs to a transaction of topic {txn.topic!r}"
-                        f" and producer group {txn.producer_group!r}"
-                    )
-                return txn  # a retried send
-            if find_message(conn, message.topic, message.message_id) is not None:
-                raise MessageIdInUse(f"message id {message.message_id!r} is already used in topic {message.topic!r}")
-            half = append_message(
-                conn,
-                HALF_TOPIC,
-                0,
-                message,
-                now_ms,
-                transaction_id=transaction_id,
-                extra_properties={
-                    "REAL_TOPIC": message.topic,
-                    "REAL_QID": str(queue_id),
-                    "PGROUP": producer_group,
-                    "__transactionId__": transaction_id,
-                    "UNIQ_KEY": message.message_id,
-                },
-            )
-            txn = Transaction(
-                transaction_id=transaction_id,
-                producer_group=producer_group,
-                half_offset=half.queue_offset,
-                topic=message.topic,
-                queue_id=queue_id,
-                message_id=message.message_id,
-                state=TransactionState.PENDING,
-                check_times=0,
-                half_stored_at=now_ms,
-                last_check_at=None,
-            )
-            conn.execute(
-                "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id,"
-                " state, half_stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (transaction_id, half.queue_offset, message.message_id, producer_group, message.topic, queue_id,
-                 txn.state.value, now_ms),
-            )  # fmt: skip
-            return txn
+    async def prepare_many(
+        self, items: Sequence[tuple[Message, str, int, str]], now_ms: int
+    ) -> list[Transaction | HalfmqError]:
+        """``prepare`` for (message, producer group, queue id, transaction id) items, in one job:
+        each item gets its transaction or its refusal; a storage failure fails them all."""
+
+        def work(conn: sqlite3.Connection) -> list[Transaction | HalfmqError]:
+            return [_refusal_as_value(self._prepare, conn, *item, now_ms) for item in items]
 
         return await self._writer.run(work)
+
+    def _prepare(
+        self,
+        conn: sqlite3.Connection,
+        message: Message,
+        producer_group: str,
+        queue_id: int,
+        transaction_id: str,
+        now_ms: int,
+    ) -> Transaction:
+        # Refusals are raised before anything is written: a batch job may carry on after them.
+        existing = conn.execute(
+            f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE message_id = ?", (message.message_id,)
+        ).fetchone()
+        if existing is not None:
+            txn = row_to_transaction(existing)
+            if (txn.topic, txn.producer_group) != (message.topic, producer_group):
+                raise MessageIdInUse(
+                    f"message id {message.message_id!r} belongs to a transaction of topic {txn.topic!r}"
+                    f" and producer group {txn.producer_group!r}"
+                )
+            return txn  # a retried send
+        if find_message(conn, message.topic, message.message_id) is not None:
+            raise MessageIdInUse(f"message id {message.message_id!r} is already used in topic {message.topic!r}")
+        half = append_message(
+            conn,
+            self._tails,
+            HALF_TOPIC,
+            0,
+            message,
+            now_ms,
+            transaction_id=transaction_id,
+            extra_properties={
+                "REAL_TOPIC": message.topic,
+                "REAL_QID": str(queue_id),
+                "PGROUP": producer_group,
+                "__transactionId__": transaction_id,
+                "UNIQ_KEY": message.message_id,
+            },
+        )
+        conn.execute(
+            "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id,"
+            " state, half_stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (transaction_id, half.queue_offset, message.message_id, producer_group, message.topic, queue_id,
+             TransactionState.PENDING.value, now_ms),
+        )  # fmt: skip
+        return Transaction(
+            transaction_id=transaction_id,
+            producer_group=producer_group,
+            half_offset=half.queue_offset,
+            topic=message.topic,
+            queue_id=queue_id,
+            message_id=message.message_id,
+            state=TransactionState.PENDING,
+            check_times=0,
+            half_stored_at=now_ms,
+            last_check_at=None,
+        )
 
     async def resolve(
         self,
@@ -286,38 +323,61 @@ class Store:
         TransactionNotFound, ProducerGroupMismatch (when ``producer_group`` is given and differs)
         or ResolutionConflict.
         """
+        return await self._writer.run(
+            lambda conn: self._resolve(conn, transaction_id, target, now_ms, source, producer_group)
+        )
 
-        def work(conn: sqlite3.Connection) -> EndResult:
-            txn = self._transaction(conn, transaction_id)
-            if producer_group is not None:
-                txn.check_owner(producer_group)
-            if not txn.state.transition(target):
-                return EndResult(state=txn.state, already_resolved=True, half_stored_at=txn.half_stored_at)
-            if target is TransactionState.COMMITTED:
-                copy_half(conn, txn, txn.topic, txn.queue_id, now_ms, {})
-            elif target is TransactionState.DISCARDED and not txn.resumes:  # discarded once: one copy kept
-                copy_half(
-                    conn,
-                    txn,
-                    DISCARD_TOPIC,
-                    0,
-                    now_ms,
-                    {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)},
-                )
-            op = Message(
-                topic=OP_TOPIC,
-                body=str(txn.half_offset).encode(),
-                message_id=f"op-{txn.half_offset}" + (f".{txn.resumes}" if txn.resumes else ""),
-                tags=OP_TAG,
-            )
-            append_message(conn, OP_TOPIC, 0, op, now_ms, transaction_id=transaction_id)
-            conn.execute(
-                "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?",
-                (target.value, now_ms, source, transaction_id),
-            )
-            return EndResult(state=target, already_resolved=False, half_stored_at=txn.half_stored_at)
+    async def resolve_many(
+        self, items: Sequence[tuple[str, TransactionState, str, str | None]], now_ms: int
+    ) -> list[EndResult | HalfmqError]:
+        """``resolve`` for (transaction id, target, source, producer group) items, in one job, in
+        order: each item gets its result or its refusal; a storage failure fails them all."""
+
+        def work(conn: sqlite3.Connection) -> list[EndResult | HalfmqError]:
+            return [_refusal_as_value(self._resolve, conn, txid, target, now_ms, source, group)
+                    for txid, target, source, group in items]  # fmt: skip
 
         return await self._writer.run(work)
+
+    def _resolve(
+        self,
+        conn: sqlite3.Connection,
+        transaction_id: str,
+        target: TransactionState,
+        now_ms: int,
+        source: str,
+        producer_group: str | None,
+    ) -> EndResult:
+        # Refusals are raised before anything is written: a batch job may carry on after them.
+        txn = self._transaction(conn, transaction_id)
+        if producer_group is not None:
+            txn.check_owner(producer_group)
+        if not txn.state.transition(target):
+            return EndResult(state=txn.state, already_resolved=True, half_stored_at=txn.half_stored_at)
+        if target is TransactionState.COMMITTED:
+            copy_half(conn, self._tails, txn, txn.topic, txn.queue_id, now_ms, {})
+        elif target is TransactionState.DISCARDED and not txn.resumes:  # discarded once: one copy kept
+            copy_half(
+                conn,
+                self._tails,
+                txn,
+                DISCARD_TOPIC,
+                0,
+                now_ms,
+                {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)},
+            )
+        op = Message(
+            topic=OP_TOPIC,
+            body=str(txn.half_offset).encode(),
+            message_id=f"op-{txn.half_offset}" + (f".{txn.resumes}" if txn.resumes else ""),
+            tags=OP_TAG,
+        )
+        append_message(conn, self._tails, OP_TOPIC, 0, op, now_ms, transaction_id=transaction_id)
+        conn.execute(
+            "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?",
+            (target.value, now_ms, source, transaction_id),
+        )
+        return EndResult(state=target, already_resolved=False, half_stored_at=txn.half_stored_at)
 
     async def record_checks(self, delivered: Sequence[tuple[str, str]], now_ms: int) -> None:
         """Count checks delivered at ``now_ms``, given as (transaction id, producer session id).

@@ -47,11 +47,14 @@ class GroupCommitWriter:
         connection: sqlite3.Connection,
         *,
         on_commit: Callable[[int, float], None] | None = None,
+        on_undo: Callable[[sqlite3.Connection], None] | None = None,
         max_batch: int = 1024,
     ) -> None:
-        """``on_commit(jobs, seconds)`` is told of every group commit (for metrics)."""
+        """``on_commit(jobs, seconds)`` is told of every group commit (for metrics); ``on_undo(conn)``
+        of every rollback, a job's or a whole group's, to drop state kept beside the database."""
         self._connection = connection
         self._on_commit = on_commit
+        self._on_undo = on_undo
         self._max_batch = max_batch
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closed = False
@@ -117,17 +120,23 @@ class GroupCommitWriter:
                         outcomes.append((True, job.work(conn)))
                     except Exception as exc:  # the job's own failure: undo it alone
                         conn.execute("ROLLBACK TO job")
+                        self._undone()
                         outcomes.append((False, self._failure(exc)))
                     conn.execute("RELEASE job")
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
+                self._undone()
                 raise
         except sqlite3.Error as exc:
             return [(False, self._failure(exc))] * len(batch)
         self.batches += 1
         return outcomes
+
+    def _undone(self) -> None:
+        if self._on_undo is not None:
+            self._on_undo(self._connection)
 
     def _failure(self, exc: Exception) -> Exception:
         """What a job's caller gets: core errors as raised, SQLite's translated and logged once."""

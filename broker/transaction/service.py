@@ -6,9 +6,10 @@ Every change of a transaction's state goes through this service, which is where 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from broker.clock import Clock, system_clock, to_ms
-from broker.errors import InvalidArgument
+from broker.errors import HalfmqError, InvalidArgument
 from broker.metrics import Metrics
 from broker.model import (
     RESOLVED_STATE,
@@ -47,6 +48,53 @@ class TransactionService:
         return await self._store.prepare(
             message, producer_group, queue_for(message.message_id, topic.queues), uuid.uuid4().hex, self._now_ms()
         )
+
+    async def prepare_many(self, items: Sequence[tuple[Message, str]]) -> list[Transaction | HalfmqError]:
+        """``prepare`` for (message, producer group) items, stored in one write: each item gets its
+        transaction or its own error. Raises only for a failure of the whole write."""
+        now_ms = self._now_ms()
+        results: list[Transaction | HalfmqError | None] = []
+        valid: list[tuple[Message, str, int, str]] = []
+        for message, producer_group in items:
+            try:
+                check_message(message, self._max_body_bytes)
+                check_name("producer group", producer_group)
+                queues = self._store.topic(message.topic).queues
+            except HalfmqError as exc:
+                results.append(exc)
+                continue
+            results.append(None)
+            valid.append((message, producer_group, queue_for(message.message_id, queues), uuid.uuid4().hex))
+        stored = iter(await self._store.prepare_many(valid, now_ms) if valid else [])
+        return [next(stored) if result is None else result for result in results]
+
+    async def end_many(self, items: Sequence[tuple[str, str, Resolution, Source]]) -> list[EndResult | HalfmqError]:
+        """``end`` for (transaction id, producer group, resolution, source) items, the resolutions
+        written in one job, in order: each item gets its result or its own error."""
+        results: list[EndResult | HalfmqError | None] = []
+        resolving: list[tuple[str, TransactionState, str, str | None]] = []
+        for transaction_id, producer_group, resolution, source in items:
+            try:
+                check_transaction_id(transaction_id)
+                check_name("producer group", producer_group)
+                if resolution is Resolution.UNKNOWN:
+                    results.append(await self.end(transaction_id, producer_group, resolution, source))
+                    continue
+            except HalfmqError as exc:
+                results.append(exc)
+                continue
+            results.append(None)
+            resolving.append((transaction_id, RESOLVED_STATE[resolution], source.value, producer_group))
+        now_ms = self._now_ms()
+        resolved = iter(await self._store.resolve_many(resolving, now_ms) if resolving else [])
+        out: list[EndResult | HalfmqError] = []
+        for result in results:
+            if result is None:
+                result = next(resolved)
+                if isinstance(result, EndResult) and not result.already_resolved:
+                    self._metrics.resolved(result.state, (now_ms - result.half_stored_at) / 1000)
+            out.append(result)
+        return out
 
     async def end(self, transaction_id: str, producer_group: str, resolution: Resolution, source: Source) -> EndResult:
         """Record the producer's resolution and return the recorded outcome.
