@@ -26,6 +26,7 @@ from producer_sdk.message import (
     ReceivedMessage,
     SendReceipt,
     SendResult,
+    TransactionSendResult,
     TransactionState,
 )
 from producer_sdk.producer import Producer
@@ -57,6 +58,7 @@ __all__ = [
     "TransactionListener",
     "TransactionNotFound",
     "TransactionProducer",
+    "TransactionSendResult",
     "TransactionState",
     "Unauthenticated",
 ]

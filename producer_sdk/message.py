@@ -10,7 +10,8 @@ from enum import Enum
 
 @dataclass(frozen=True)
 class Message:
-    """A message to send. ``message_id`` defaults to a fresh id; a retried send reuses it."""
+    """A message to send. ``message_id`` defaults to a fresh id; a retried send reuses it.
+    ``keys`` is a sequence of keys, or one key as a plain string (``keys="o-1"``)."""
 
     topic: str
     body: bytes
@@ -18,6 +19,10 @@ class Message:
     tags: str = ""
     properties: Mapping[str, str] = field(default_factory=dict)
     message_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.keys, str):  # one key, not one key per character
+            object.__setattr__(self, "keys", (self.keys,))
 
 
 class LocalTransactionState(Enum):
@@ -41,8 +46,8 @@ class TransactionState(Enum):
 
 
 @dataclass(frozen=True)
-class SendResult:
-    """Result of ``send_message_in_transaction``.
+class TransactionSendResult:
+    """Result of ``send_message_in_transaction`` (RocketMQ's name; ``SendResult`` is an alias).
 
     ``state`` is what the broker recorded when it answered the end of the transaction
     (PENDING after UNKNOWN: the broker will check back), or None when the end could not be
@@ -53,6 +58,9 @@ class SendResult:
     transaction_id: str
     local_state: LocalTransactionState
     state: TransactionState | None
+
+
+SendResult = TransactionSendResult
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from producer_sdk._loop import LoopThread
 from producer_sdk._session import RESOLUTIONS, SessionLoop
 from producer_sdk.errors import BrokerError, BrokerUnavailable
 from producer_sdk.listener import TransactionListener, await_listener, call_listener
-from producer_sdk.message import LocalTransactionState, Message, SendResult, TransactionState
+from producer_sdk.message import LocalTransactionState, Message, TransactionSendResult, TransactionState
 
 log = logging.getLogger(__name__)
 
@@ -99,26 +99,28 @@ class AsyncTransactionProducer:
     ) -> None:
         await self.close()
 
-    async def send_message_in_transaction(self, msg: Message, arg: Any = None) -> SendResult:
+    async def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
         """Send ``msg`` as a half message, run the local transaction, end the transaction.
 
         Raises the typed error of a refused half message (nothing was stored then), or
         ResolutionConflict when the broker had already resolved the transaction differently.
         """
-        transaction_id = await self.prepare(msg)
+        transaction_id = await self._prepare(msg)
         local_state = await self._listen(self.listener.execute_local_transaction, msg, arg)
-        return await self.end(msg, transaction_id, local_state)
+        return await self._end(msg, transaction_id, local_state)
 
     sendMessageInTransaction = send_message_in_transaction
 
-    async def prepare(self, msg: Message) -> str:
+    async def _prepare(self, msg: Message) -> str:
         """Store ``msg`` as a half message; return its transaction id."""
         self._connected_client()
         request = pb.SendHalfMessageRequest(message=message_to_pb(msg), producer_group=self.group)
         response = await self._halves.submit(request)
         return str(response.transaction_id)
 
-    async def end(self, msg: Message, transaction_id: str, local_state: LocalTransactionState) -> SendResult:
+    async def _end(
+        self, msg: Message, transaction_id: str, local_state: LocalTransactionState
+    ) -> TransactionSendResult:
         """Tell the broker the local outcome; the result holds the recorded state (None if the
         broker could not be reached: its checks will then resolve the transaction)."""
         request = pb.EndTransactionRequest(
@@ -135,7 +137,7 @@ class AsyncTransactionProducer:
         except (BrokerUnavailable, BrokerError) as exc:  # e.g. a full disk: the half message is stored
             log.warning("end of transaction %s not confirmed (%s); the broker will check", transaction_id, exc)
             state = None
-        return SendResult(
+        return TransactionSendResult(
             message_id=msg.message_id, transaction_id=transaction_id, local_state=local_state, state=state
         )
 
@@ -209,10 +211,10 @@ class TransactionProducer:
     ) -> None:
         self.close()
 
-    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> SendResult:
+    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
         """As AsyncTransactionProducer.send_message_in_transaction, with the local transaction in this thread."""
-        transaction_id = self._loop.run(self._producer.prepare(msg))
+        transaction_id = self._loop.run(self._producer._prepare(msg))
         local_state = call_listener(self.listener.execute_local_transaction, msg, arg)
-        return self._loop.run(self._producer.end(msg, transaction_id, local_state))
+        return self._loop.run(self._producer._end(msg, transaction_id, local_state))
 
     sendMessageInTransaction = send_message_in_transaction

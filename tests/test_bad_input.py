@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,9 +12,7 @@ from broker.model import HALF_TOPIC, OP_TOPIC
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import (
-    AsyncTransactionProducer,
     HiddenTopic,
-    LocalTransactionState,
     Message,
     MessageTooLarge,
     Producer,
@@ -23,7 +20,8 @@ from producer_sdk import (
     TopicNotFound,
 )
 from producer_sdk import InvalidArgument as SdkInvalidArgument
-from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot
+from producer_sdk.errors import from_rpc_error
+from tests.support import BrokerThread, broker_settings, store_snapshot
 
 S = grpc.StatusCode
 MAX_BODY = 1024
@@ -235,9 +233,7 @@ def test_the_sdk_raises_typed_errors(running):
         with pytest.raises(SdkInvalidArgument):
             producer.send(Message(topic="orders", body=b"", message_id="bad id"))
 
-    async def end_as_another_group():
-        async with AsyncTransactionProducer(group="other", broker=broker.address, listener=ScriptedListener()) as p:
-            await p.end(Message(topic="orders", body=b"x"), txid, LocalTransactionState.COMMIT)
-
-    with pytest.raises(ProducerGroupMismatch, match="belongs to producer group 'g'"):
-        asyncio.run(end_as_another_group())
+    with grpc.insecure_channel(broker.address) as channel, pytest.raises(grpc.RpcError) as refused:
+        pb_grpc.BrokerStub(channel).EndTransaction(end(txid, group="other"))
+    mismatch = from_rpc_error(refused.value)
+    assert isinstance(mismatch, ProducerGroupMismatch) and "belongs to producer group 'g'" in str(mismatch)

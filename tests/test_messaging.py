@@ -78,3 +78,24 @@ def test_topics_are_created_idempotently_and_system_topics_stay_hidden(broker):
     with grpc.insecure_channel(broker.address) as channel:
         topics = pb_grpc.BrokerStub(channel).ListTopics(pb.ListTopicsRequest()).topics
     assert [(t.name, t.queues) for t in topics] == [("orders", 4), ("payments", 2)]
+
+
+def test_a_plain_string_is_one_key():
+    assert Message(topic="orders", body=b"", keys="o-1").keys == ("o-1",)
+    assert list(Message(topic="orders", body=b"", keys=["o-1", "o-2"]).keys) == ["o-1", "o-2"]
+
+
+def test_a_key_given_as_a_string_is_stored_as_one_key(broker):
+    with Producer(broker=broker.address) as producer:
+        receipt = producer.send(Message(topic="orders", body=b"k", keys="o-1"))
+    with PullConsumer(group="c", broker=broker.address) as consumer:
+        (message,) = consumer.pull(
+            "orders", queue_id=receipt.queue_id, offset=receipt.queue_offset, max_messages=1
+        ).messages
+    assert list(message.keys) == ["o-1"]
+
+
+def test_the_transactional_result_has_rocketmqs_name_and_the_old_one():
+    from producer_sdk import SendResult, TransactionSendResult
+
+    assert SendResult is TransactionSendResult
