@@ -1,9 +1,11 @@
-"""The store alone: prepare + commit per second through TransactionService, no gRPC, 64 concurrent tasks.
+"""The store alone: prepare + commit per second through TransactionService, no gRPC.
 
     .venv/bin/python -m bench.store --seconds 5 --flush sync
 
 Separates the cost of the store path (validation, group-commit writer, SQLite, fsync) from
-the cost of gRPC in bench/txn.py.
+the cost of gRPC in bench/txn.py. Two ways in the same run: 64 concurrent tasks each preparing
+and committing one transaction at a time (the single-item RPCs' path), then the batched path the
+batch RPCs take (prepare_many / end_many, 64 items per call, two calls in flight).
 """
 
 from __future__ import annotations
@@ -21,25 +23,36 @@ from broker.store import Flush, Store
 from broker.transaction.service import TransactionService
 
 
-async def run(seconds: float, concurrency: int, body: bytes, flush: Flush) -> None:
+async def run(seconds: float, concurrency: int, body: bytes, flush: Flush, batch: int) -> None:
     store = Store(Path(tempfile.mkdtemp(prefix="halfmq-bench-store-")), flush=flush)
     await store.create_topic("bench", 4)
     service = TransactionService(store, max_body_bytes=len(body), metrics=Metrics())
     count = 0
     stop_at = time.perf_counter() + seconds
 
-    async def worker() -> None:
+    async def one_at_a_time() -> None:
         nonlocal count
         while time.perf_counter() < stop_at:
             txn = await service.prepare(Message(topic="bench", body=body, message_id=uuid.uuid4().hex), "bench")
             await service.end(txn.transaction_id, "bench", Resolution.COMMIT, Source.CLIENT)
             count += 1
 
+    async def batches() -> None:
+        nonlocal count
+        while time.perf_counter() < stop_at:
+            messages = [(Message(topic="bench", body=body, message_id=uuid.uuid4().hex), "bench") for _ in range(batch)]
+            txns = await service.prepare_many(messages)
+            ends = [(t.transaction_id, "bench", Resolution.COMMIT, Source.CLIENT) for t in txns]  # type: ignore[union-attr]
+            await service.end_many(ends)
+            count += batch
+
     began = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    workers = [one_at_a_time() for _ in range(concurrency)] if batch == 1 else [batches(), batches()]
+    await asyncio.gather(*workers)
     elapsed = time.perf_counter() - began
-    per_commit = 2 * count / store.write_batches
-    print(f"store alone ({flush.value}): {count / elapsed:.0f} txn/s; {per_commit:.1f} jobs per group commit")
+    how = f"{concurrency} tasks, one at a time" if batch == 1 else f"batches of {batch}, two in flight"
+    print(f"store alone ({flush.value}, {how}): {count / elapsed:.0f} txn/s;"
+          f" {count / store.write_batches:.1f} transactions per group commit")  # fmt: skip
     store.close()
 
 
@@ -50,7 +63,8 @@ def main() -> None:
     parser.add_argument("--body", type=int, default=1024)
     parser.add_argument("--flush", choices=["sync", "async"], default="sync")
     args = parser.parse_args()
-    asyncio.run(run(args.seconds, args.concurrency, b"x" * args.body, Flush(args.flush)))
+    for batch in (1, args.concurrency):
+        asyncio.run(run(args.seconds, args.concurrency, b"x" * args.body, Flush(args.flush), batch))
 
 
 if __name__ == "__main__":
