@@ -2,10 +2,11 @@
 
     .venv/bin/python -m bench.store --seconds 5 --flush sync
 
-Separates the cost of the store path (validation, group-commit writer, SQLite, fsync) from
-the cost of gRPC in bench/txn.py. Two ways in the same run: 64 concurrent tasks each preparing
-and committing one transaction at a time (the single-item RPCs' path), then the batched path the
-batch RPCs take (prepare_many / end_many, 64 items per call, two calls in flight).
+Separates the cost of the store path (validation, group-commit writer, SQLite, fsync) from the
+cost of gRPC in bench/txn.py. Message ids are time-ordered, as the SDK makes them. Two ways in
+the same run: 64 concurrent tasks each preparing and committing one transaction at a time (the
+single-item RPCs' path), then the batched path the batch RPCs take (prepare_many / end_many, 64
+items per call, two calls in flight).
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ import argparse
 import asyncio
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from broker.metrics import Metrics
-from broker.model import Message, Resolution, Source
+from broker.model import Message, Resolution, Source, new_transaction_id
 from broker.store import Flush, Store
 from broker.transaction.service import TransactionService
 
@@ -33,14 +33,14 @@ async def run(seconds: float, concurrency: int, body: bytes, flush: Flush, batch
     async def one_at_a_time() -> None:
         nonlocal count
         while time.perf_counter() < stop_at:
-            txn = await service.prepare(Message(topic="bench", body=body, message_id=uuid.uuid4().hex), "bench")
+            txn = await service.prepare(Message(topic="bench", body=body, message_id=new_transaction_id()), "bench")
             await service.end(txn.transaction_id, "bench", Resolution.COMMIT, Source.CLIENT)
             count += 1
 
     async def batches() -> None:
         nonlocal count
         while time.perf_counter() < stop_at:
-            messages = [(Message(topic="bench", body=body, message_id=uuid.uuid4().hex), "bench") for _ in range(batch)]
+            messages = [(Message("bench", body, new_transaction_id()), "bench") for _ in range(batch)]
             txns = await service.prepare_many(messages)
             ends = [(t.transaction_id, "bench", Resolution.COMMIT, Source.CLIENT) for t in txns]  # type: ignore[union-attr]
             await service.end_many(ends)

@@ -5,7 +5,6 @@ Every change of a transaction's state goes through this service, which is where 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
 from broker.clock import Clock, system_clock, to_ms
@@ -22,6 +21,7 @@ from broker.model import (
     check_message,
     check_name,
     check_transaction_id,
+    new_transaction_id,
     queue_for,
 )
 from broker.store import Store
@@ -46,7 +46,7 @@ class TransactionService:
         check_name("producer group", producer_group)
         topic = self._store.topic(message.topic)
         return await self._store.prepare(
-            message, producer_group, queue_for(message.message_id, topic.queues), uuid.uuid4().hex, self._now_ms()
+            message, producer_group, queue_for(message.message_id, topic.queues), new_transaction_id(), self._now_ms()
         )
 
     async def prepare_many(self, items: Sequence[tuple[Message, str]]) -> list[Transaction | HalfmqError]:
@@ -64,7 +64,7 @@ class TransactionService:
                 results.append(exc)
                 continue
             results.append(None)
-            valid.append((message, producer_group, queue_for(message.message_id, queues), uuid.uuid4().hex))
+            valid.append((message, producer_group, queue_for(message.message_id, queues), new_transaction_id()))
         stored = iter(await self._store.prepare_many(valid, now_ms) if valid else [])
         return [next(stored) if result is None else result for result in results]
 
