@@ -1,5 +1,7 @@
-"""Natural batching: what concurrent callers submit while a call is in flight goes out together in
-the next call (as Kafka's producer accumulates records while its previous request is in flight).
+"""Natural batching: what concurrent callers submit while the calls in flight are busy goes out
+together in the next call (as Kafka's producer accumulates records while its requests are in
+flight). At most MAX_IN_FLIGHT calls are in flight: measured with bench/txn.py shape (a), two
+did better than one (3,739 against 3,292 txn/s) and than four (3,531).
 
 An idle batcher sends a submitted item at once, so a lone caller waits no longer than with a
 call of its own. ``linger`` (seconds) trades latency for bigger batches. Each item gets its own
@@ -20,11 +22,12 @@ R = TypeVar("R")
 
 MAX_ITEMS = 512
 MAX_BYTES = 8 * 1024 * 1024
+MAX_IN_FLIGHT = 2
 
 
 class Batcher(Generic[I, R]):
     """Sends items through ``send`` (one call per batch, results in item order, a HalfmqError
-    for a refused item), one call in flight at a time."""
+    for a refused item), at most ``max_in_flight`` calls at a time."""
 
     def __init__(
         self,
@@ -34,6 +37,7 @@ class Batcher(Generic[I, R]):
         max_items: int = MAX_ITEMS,
         max_bytes: int = MAX_BYTES,
         linger: float = 0.0,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         self._send = send
         self._size = size
@@ -41,30 +45,34 @@ class Batcher(Generic[I, R]):
         self._max_bytes = max_bytes
         self._linger = linger
         self._queue: deque[tuple[I, asyncio.Future[R]]] = deque()
-        self._busy = False  # a call is in flight (or a sender task is about to make one)
-        self._sender: asyncio.Task[None] | None = None
+        self._max_in_flight = max_in_flight
+        self._calls = 0  # calls in flight, or about to be made by a sender task
+        self._senders: set[asyncio.Task[None]] = set()
 
     async def submit(self, item: I) -> R:
         """Send ``item`` in the next call; return its result or raise its error."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
-        if not self._busy and not self._linger:
+        if self._calls == 0 and not self._linger:
             # Idle: this caller makes the call itself, with no task in between (latency at 1 in
             # flight), then leaves what arrived meanwhile to a sender task.
-            self._busy = True
+            self._calls += 1
             try:
                 await self._call(self._take())
             finally:
-                self._busy = False
-                if self._queue:
-                    self._start_sender()
-        elif not self._busy:
-            self._start_sender()
+                self._calls -= 1
+                self._add_sender()
+        else:
+            self._add_sender()
         return await future
 
-    def _start_sender(self) -> None:
-        self._busy = True
-        self._sender = asyncio.create_task(self._drain())
+    def _add_sender(self) -> None:
+        """One more call in flight for what is queued, if the cap on calls in flight allows it."""
+        if self._queue and self._calls < self._max_in_flight:
+            self._calls += 1
+            sender = asyncio.create_task(self._drain())
+            self._senders.add(sender)
+            sender.add_done_callback(self._senders.discard)
 
     async def _drain(self) -> None:
         try:
@@ -73,7 +81,7 @@ class Batcher(Generic[I, R]):
                     await asyncio.sleep(self._linger)
                 await self._call(self._take())
         finally:
-            self._busy = False
+            self._calls -= 1
 
     def _take(self) -> list[tuple[I, asyncio.Future[R]]]:
         """The next batch: queued items in order, within the item and byte caps (at least one)."""

@@ -170,3 +170,29 @@ def test_a_batch_is_cut_at_its_item_and_byte_caps():
 
     asyncio.run(scenario())
     assert calls == [[1], [1, 1, 1, 1], [1, 60], [60], [200]]
+
+
+def test_no_more_than_max_in_flight_calls_are_made_at_once():
+    calls: list[list[int]] = []
+
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def send(items: list[int]) -> list[int | HalfmqError]:
+            calls.append(items)
+            await release.wait()
+            return items
+
+        batcher: Batcher[int, int] = Batcher(send, lambda item: 1, max_in_flight=2)
+        first = asyncio.create_task(batcher.submit(0))
+        await asyncio.sleep(0)
+        second = asyncio.create_task(batcher.submit(1))
+        await asyncio.sleep(0.01)  # two calls are in flight now: the rest must wait for one to end
+        rest = [asyncio.create_task(batcher.submit(i)) for i in range(2, 10)]
+        await asyncio.sleep(0.01)
+        assert len(calls) == 2
+        release.set()
+        await asyncio.gather(first, second, *rest)
+
+    asyncio.run(scenario())
+    assert calls == [[0], [1], list(range(2, 10))]
