@@ -1,0 +1,366 @@
+"""Transactions over the half and op logs: prepare, resolve, checks and the pending scan."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from broker.errors import (
+    HalfmqError,
+    MessageIdInUse,
+    ProducerGroupMismatch,
+    ResolutionConflict,
+    TransactionNotFound,
+)
+from broker.model import (
+    DISCARD_TOPIC,
+    HALF_TOPIC,
+    OP_TAG,
+    OP_TOPIC,
+    CheckRecord,
+    EndResult,
+    Message,
+    StoredMessage,
+    Transaction,
+    TransactionState,
+)
+from broker.store.base import StoreBase
+from broker.store.sql import (
+    MESSAGE_COLUMNS,
+    TRANSACTION_COLUMNS,
+    append_message,
+    copy_half,
+    find_message,
+    row_to_message,
+    row_to_transaction,
+    translated,
+)
+
+T = TypeVar("T")
+# What a batch item may be refused with before anything of it is written.
+_REFUSALS = (MessageIdInUse, TransactionNotFound, ProducerGroupMismatch, ResolutionConflict)
+
+
+def _refusal_as_value(step: Callable[..., T], *args: object) -> T | HalfmqError:
+    """Run one item of a batch job; a refusal (raised before the item wrote anything) becomes
+    its value, anything else fails the whole job."""
+    try:
+        return step(*args)
+    except _REFUSALS as exc:
+        return exc
+
+
+class TransactionStore(StoreBase):
+    """Half messages, their transaction records (the half log minus the op log) and checks."""
+
+    async def prepare(
+        self, message: Message, producer_group: str, queue_id: int, transaction_id: str, now_ms: int
+    ) -> Transaction:
+        """Append a half message and its PENDING transaction record.
+
+        A message id that already has a half message of the same topic and group returns that
+        transaction unchanged. Raises MessageIdInUse if the id is taken otherwise.
+        """
+        return await self._writer.run(
+            lambda conn: self._prepare(conn, message, producer_group, queue_id, transaction_id, now_ms)
+        )
+
+    async def prepare_many(
+        self, items: Sequence[tuple[Message, str, int, str]], now_ms: int
+    ) -> list[Transaction | HalfmqError]:
+        """``prepare`` for (message, producer group, queue id, transaction id) items, in one job:
+        each item gets its transaction or its refusal; a storage failure fails them all."""
+
+        def work(conn: sqlite3.Connection) -> list[Transaction | HalfmqError]:
+            return [_refusal_as_value(self._prepare, conn, *item, now_ms) for item in items]
+
+        return await self._writer.run(work)
+
+    def _prepare(
+        self,
+        conn: sqlite3.Connection,
+        message: Message,
+        producer_group: str,
+        queue_id: int,
+        transaction_id: str,
+        now_ms: int,
+    ) -> Transaction:
+        # Refusals are raised before anything is written: a batch job may carry on after them.
+        existing = conn.execute(
+            f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE message_id = ?", (message.message_id,)
+        ).fetchone()
+        if existing is not None:
+            txn = row_to_transaction(existing)
+            if (txn.topic, txn.producer_group) != (message.topic, producer_group):
+                raise MessageIdInUse(
+                    f"message id {message.message_id!r} belongs to a transaction of topic {txn.topic!r}"
+                    f" and producer group {txn.producer_group!r}"
+                )
+            return txn  # a retried send
+        if find_message(conn, message.topic, message.message_id) is not None:
+            raise MessageIdInUse(f"message id {message.message_id!r} is already used in topic {message.topic!r}")
+        half = append_message(
+            conn,
+            self._tails,
+            HALF_TOPIC,
+            0,
+            message,
+            now_ms,
+            transaction_id=transaction_id,
+            extra_properties={
+                "REAL_TOPIC": message.topic,
+                "REAL_QID": str(queue_id),
+                "PGROUP": producer_group,
+                "__transactionId__": transaction_id,
+                "UNIQ_KEY": message.message_id,
+            },
+        )
+        conn.execute(
+            "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id,"
+            " state, half_stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (transaction_id, half.queue_offset, message.message_id, producer_group, message.topic, queue_id,
+             TransactionState.PENDING.value, now_ms),
+        )  # fmt: skip
+        return Transaction(
+            transaction_id=transaction_id,
+            producer_group=producer_group,
+            half_offset=half.queue_offset,
+            topic=message.topic,
+            queue_id=queue_id,
+            message_id=message.message_id,
+            state=TransactionState.PENDING,
+            check_times=0,
+            half_stored_at=now_ms,
+            last_check_at=None,
+        )
+
+    async def resolve(
+        self,
+        transaction_id: str,
+        target: TransactionState,
+        now_ms: int,
+        *,
+        source: str,
+        producer_group: str | None = None,
+    ) -> EndResult:
+        """Move a PENDING transaction to ``target`` in one SQLite transaction.
+
+        COMMITTED appends the final message to its real topic queue, DISCARDED copies it to
+        the discard topic; every resolution appends an op record (tag ``d``, body = the half
+        offset). Repeating the recorded state changes nothing. Raises
+        TransactionNotFound, ProducerGroupMismatch (when ``producer_group`` is given and differs)
+        or ResolutionConflict.
+        """
+        return await self._writer.run(
+            lambda conn: self._resolve(conn, transaction_id, target, now_ms, source, producer_group)
+        )
+
+    async def resolve_many(
+        self, items: Sequence[tuple[str, TransactionState, str, str | None]], now_ms: int
+    ) -> list[EndResult | HalfmqError]:
+        """``resolve`` for (transaction id, target, source, producer group) items, in one job, in
+        order: each item gets its result or its refusal; a storage failure fails them all."""
+
+        def work(conn: sqlite3.Connection) -> list[EndResult | HalfmqError]:
+            return [_refusal_as_value(self._resolve, conn, txid, target, now_ms, source, group)
+                    for txid, target, source, group in items]  # fmt: skip
+
+        return await self._writer.run(work)
+
+    def _resolve(
+        self,
+        conn: sqlite3.Connection,
+        transaction_id: str,
+        target: TransactionState,
+        now_ms: int,
+        source: str,
+        producer_group: str | None,
+    ) -> EndResult:
+        # Refusals are raised before anything is written: a batch job may carry on after them.
+        txn = self._transaction(conn, transaction_id)
+        if producer_group is not None:
+            txn.check_owner(producer_group)
+        if not txn.state.transition(target):
+            return EndResult(state=txn.state, already_resolved=True, half_stored_at=txn.half_stored_at)
+        if target is TransactionState.COMMITTED:
+            copy_half(conn, self._tails, txn, txn.topic, txn.queue_id, now_ms, {})
+        elif target is TransactionState.DISCARDED and not txn.resumes:  # discarded once: one copy kept
+            copy_half(
+                conn,
+                self._tails,
+                txn,
+                DISCARD_TOPIC,
+                0,
+                now_ms,
+                {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)},
+            )
+        op = Message(
+            topic=OP_TOPIC,
+            body=str(txn.half_offset).encode(),
+            message_id=f"op-{txn.half_offset}" + (f".{txn.resumes}" if txn.resumes else ""),
+            tags=OP_TAG,
+        )
+        append_message(conn, self._tails, OP_TOPIC, 0, op, now_ms, transaction_id=transaction_id)
+        conn.execute(
+            "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?",
+            (target.value, now_ms, source, transaction_id),
+        )
+        return EndResult(state=target, already_resolved=False, half_stored_at=txn.half_stored_at)
+
+    async def record_checks(self, delivered: Sequence[tuple[str, str]], now_ms: int) -> None:
+        """Count checks delivered at ``now_ms``, given as (transaction id, producer session id).
+
+        A transaction resolved meanwhile is left as it is.
+        """
+
+        def work(conn: sqlite3.Connection) -> None:
+            for transaction_id, client_id in delivered:
+                updated = conn.execute(
+                    "UPDATE transactions SET check_times = check_times + 1, last_check_at = ?"
+                    " WHERE transaction_id = ? AND state = ? RETURNING check_times",
+                    (now_ms, transaction_id, TransactionState.PENDING.value),
+                ).fetchone()
+                if updated is not None:
+                    conn.execute(
+                        "INSERT INTO checks (transaction_id, check_no, checked_at, client_id) VALUES (?, ?, ?, ?)",
+                        (transaction_id, updated[0], now_ms, client_id),
+                    )
+
+        await self._writer.run(work)
+
+    async def refund_checks(self, transaction_ids: Sequence[str]) -> None:
+        """Give back one counted check to each pending transaction (an unanswered check that
+        must not use up its budget); its delivery stays in the check history."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE transactions SET check_times = check_times - 1"
+                " WHERE transaction_id = ? AND state = ? AND check_times > 0",
+                [(txid, TransactionState.PENDING.value) for txid in transaction_ids],
+            )
+
+        await self._writer.run(work)
+
+    async def resume(self, transaction_id: str, now_ms: int) -> Transaction:
+        """Make a DISCARDED transaction PENDING again with a fresh check budget and clock.
+
+        Raises TransactionNotFound, or ResolutionConflict when it is not DISCARDED.
+        """
+
+        def work(conn: sqlite3.Connection) -> Transaction:
+            txn = self._transaction(conn, transaction_id)
+            if txn.state is not TransactionState.DISCARDED:
+                raise ResolutionConflict(f"transaction is {txn.state.value}; only a DISCARDED one can be resumed")
+            txn.state.transition(TransactionState.PENDING)
+            conn.execute(
+                "UPDATE transactions SET state = ?, check_times = 0, last_check_at = NULL, half_stored_at = ?,"
+                " resolved_at = NULL, resolution_source = NULL, resumes = resumes + 1 WHERE transaction_id = ?",
+                (TransactionState.PENDING.value, now_ms, transaction_id),
+            )
+            return self._transaction(conn, transaction_id)
+
+        return await self._writer.run(work)
+
+    @translated
+    def list_transactions(
+        self, state: TransactionState | None, limit: int, offset: int
+    ) -> tuple[list[Transaction], int]:
+        """A page of transactions (oldest half first) and the total count, optionally of one state."""
+        where, params = ("WHERE state = ?", (state.value,)) if state else ("", ())
+        conn = self._reader()
+        (total,) = conn.execute(f"SELECT COUNT(*) FROM transactions {where}", params).fetchone()
+        rows = conn.execute(
+            f"SELECT {TRANSACTION_COLUMNS} FROM transactions {where} ORDER BY half_stored_at, half_offset"
+            " LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        ).fetchall()
+        return [row_to_transaction(r) for r in rows], int(total)
+
+    @translated
+    def checks_of(self, transaction_id: str) -> list[CheckRecord]:
+        rows = (
+            self._reader()
+            .execute(
+                "SELECT check_no, checked_at, client_id FROM checks WHERE transaction_id = ? ORDER BY rowid",
+                (transaction_id,),
+            )
+            .fetchall()
+        )
+        return [CheckRecord(check_no=n, checked_at=at, client_id=client) for n, at, client in rows]
+
+    @translated
+    def transaction(self, transaction_id: str) -> Transaction:
+        """Return the transaction record; raise TransactionNotFound if there is none."""
+        return self._transaction(self._reader(), transaction_id)
+
+    @translated
+    def half_message(self, txn: Transaction) -> StoredMessage:
+        """Return the half message of ``txn`` as the producer sent it (system properties kept)."""
+        row = (
+            self._reader()
+            .execute(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
+                (HALF_TOPIC, txn.half_offset),
+            )
+            .fetchone()
+        )
+        return row_to_message(row)
+
+    @translated
+    def pending(
+        self,
+        stored_before_ms: int,
+        limit: int,
+        producer_group: str | None = None,
+        *,
+        checked_before_ms: int | None = None,
+    ) -> list[Transaction]:
+        """Return up to ``limit`` PENDING transactions whose half was stored before the given
+        time, oldest first, of one producer group or of all; with ``checked_before_ms``, only
+        those never checked or last checked before it. Uses partial indexes: the cost does not
+        grow with history."""
+        where, params = "", list[object]()
+        if producer_group is not None:
+            where, params = "AND producer_group = ?", [producer_group]
+        if checked_before_ms is not None:
+            where, params = f"{where} AND (last_check_at IS NULL OR last_check_at <= ?)", [*params, checked_before_ms]
+        rows = (
+            self._reader()
+            .execute(
+                f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE state = ? AND half_stored_at < ? {where}"
+                " ORDER BY half_stored_at LIMIT ?",
+                (TransactionState.PENDING.value, stored_before_ms, *params, limit),
+            )
+            .fetchall()
+        )
+        return [row_to_transaction(r) for r in rows]
+
+    @translated
+    def pending_counts(self, stored_before_ms: int, checked_after_ms: int) -> dict[str, tuple[int, int]]:
+        """Per producer group, PENDING transactions stored before the given time: (how many,
+        how many of them were last checked after ``checked_after_ms``)."""
+        rows = self._reader().execute(
+            "SELECT producer_group, COUNT(*), COALESCE(SUM(last_check_at > ?), 0) FROM transactions"
+            " WHERE state = ? AND half_stored_at < ? GROUP BY producer_group",
+            (checked_after_ms, TransactionState.PENDING.value, stored_before_ms),
+        )
+        return {group: (total, waiting) for group, total, waiting in rows}
+
+    @translated
+    def pending_count(self) -> int:
+        (count,) = (
+            self._reader()
+            .execute("SELECT COUNT(*) FROM transactions WHERE state = ?", (TransactionState.PENDING.value,))
+            .fetchone()
+        )
+        return int(count)
+
+    @staticmethod
+    def _transaction(conn: sqlite3.Connection, transaction_id: str) -> Transaction:
+        row = conn.execute(
+            f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE transaction_id = ?", (transaction_id,)
+        ).fetchone()
+        if row is None:
+            raise TransactionNotFound(f"no half message has transaction id {transaction_id}")
+        return row_to_transaction(row)
