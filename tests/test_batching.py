@@ -196,3 +196,20 @@ def test_no_more_than_max_in_flight_calls_are_made_at_once():
 
     asyncio.run(scenario())
     assert calls == [[0], [1], list(range(2, 10))]
+
+
+def test_with_linger_an_idle_batcher_waits_to_gather_a_bigger_batch():
+    calls: list[list[int]] = []
+
+    async def scenario() -> None:
+        async def send(items: list[int]) -> list[int | HalfmqError]:
+            calls.append(items)
+            return items
+
+        batcher: Batcher[int, int] = Batcher(send, lambda item: 1, linger=0.05)
+        first = asyncio.create_task(batcher.submit(0))
+        await asyncio.sleep(0.01)  # within the linger: these join the first item's call
+        await asyncio.gather(first, *(batcher.submit(i) for i in range(1, 5)))
+
+    asyncio.run(scenario())
+    assert calls == [[0, 1, 2, 3, 4]]
