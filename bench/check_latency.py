@@ -40,10 +40,9 @@ async def build(path: Path, pending: int) -> None:
     await store.create_topic("orders", 4)
     now_ms = int(time.time() * 1000)
     for start in range(0, pending, 5000):
-        await asyncio.gather(*(
-            store.prepare(Message("orders", b"half-body-16b...", f"p{i}"), GROUP, i % 4, f"{i:032x}", now_ms)
-            for i in range(start, min(start + 5000, pending))
-        ))  # fmt: skip
+        items = [(Message("orders", b"half-body-16b...", f"p{i}"), GROUP, i % 4, f"{i:032x}")
+                 for i in range(start, min(start + 5000, pending))]  # fmt: skip
+        await store.prepare_many(items, now_ms)
     for start in range(0, PULL_MESSAGES, 1000):
         await store.append([(Message("orders", b"b" * 1024, f"n{i}"), 0) for i in range(start, start + 1000)], now_ms)
     store.close()
@@ -62,11 +61,11 @@ def silent_session(address: str) -> None:
 
 def pull_loop(address: str) -> None:
     with grpc.insecure_channel(address, options=[("grpc.max_receive_message_length", 64 << 20)]) as channel:
-        stub = pb_grpc.BrokerStub(channel)
+        broker_stub = pb_grpc.BrokerStub(channel)
         while True:
             offset = 0
             while offset < PULL_MESSAGES:
-                offset = stub.Pull(
+                offset = broker_stub.Pull(
                     pb.PullRequest(topic="orders", queue_id=0, offset=offset, max_messages=1024)
                 ).next_offset
 
@@ -75,12 +74,12 @@ def probe(address: str, seconds: float) -> list[float]:
     """Latencies (ms) of GetQueueOffsets, one every 10 ms for ``seconds``."""
     latencies = []
     with grpc.insecure_channel(address) as channel:
-        stub = pb_grpc.BrokerStub(channel)
-        stub.GetQueueOffsets(pb.GetQueueOffsetsRequest(topic="orders"))
+        broker_stub = pb_grpc.BrokerStub(channel)
+        broker_stub.GetQueueOffsets(pb.GetQueueOffsetsRequest(topic="orders"))
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             began = time.perf_counter()
-            stub.GetQueueOffsets(pb.GetQueueOffsetsRequest(topic="orders"), timeout=30)
+            broker_stub.GetQueueOffsets(pb.GetQueueOffsetsRequest(topic="orders"), timeout=30)
             latencies.append((time.perf_counter() - began) * 1000)
             time.sleep(0.01)
     return latencies

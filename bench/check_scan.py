@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from broker.metrics import Metrics
-from broker.model import Message, TransactionState
+from broker.model import Message, Transaction, TransactionState
 from broker.store import Flush, Store
 from broker.transaction.check import CheckPolicy, CheckService, RoundReport
 from broker.transaction.outbox import Check, CheckRequest, Outbox
@@ -47,17 +47,12 @@ class CollectingSession:
 
 async def fill(store: Store, prefix: str, count: int, resolve: bool, chunk: int = 5000) -> None:
     for start in range(0, count, chunk):
-        prepares = [
-            store.prepare(
-                Message(topic="orders", body=b"history-body-16b", message_id=f"{prefix}{i}"),
-                GROUP,
-                i % 4,
-                f"{ord(prefix):02x}{i:030x}",
-                T0_MS,
-            )
+        items = [
+            (Message(topic="orders", body=b"history-body-16b", message_id=f"{prefix}{i}"), GROUP, i % 4,
+             f"{ord(prefix):02x}{i:030x}")
             for i in range(start, min(start + chunk, count))
-        ]
-        txns = await asyncio.gather(*prepares)
+        ]  # fmt: skip
+        txns = [t for t in await store.prepare_many(items, T0_MS) if isinstance(t, Transaction)]
         if resolve:
             target = (TransactionState.COMMITTED, TransactionState.ROLLED_BACK)
             await asyncio.gather(

@@ -71,8 +71,12 @@ class MessagingService:
             raise InvalidArgument(f"offset must be >= 0, got {offset}")
         if not 1 <= max_messages <= MAX_PULL:
             raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
-        messages = await self._store.query(self._store.read, topic, queue_id, offset, max_messages, PULL_BYTES)
-        low, high = await self._store.query(self._store.queue_range, topic, queue_id)
+        messages, (low, high) = await self._store.query(
+            lambda: (
+                self._store.read(topic, queue_id, offset, max_messages, PULL_BYTES),
+                self._store.queue_range(topic, queue_id),
+            )
+        )  # one trip to a reader thread for both
         next_offset = messages[-1].queue_offset + 1 if messages else max(offset, low)
         return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
 
@@ -83,7 +87,8 @@ class MessagingService:
 
     async def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """``{queue_id: (min_offset, max_offset)}``, max being one past the newest message."""
-        return {q: await self._store.query(self._store.queue_range, topic, q) for q in range(self.queue_count(topic))}
+        queues = range(self.queue_count(topic))
+        return await self._store.query(lambda: {q: self._store.queue_range(topic, q) for q in queues})
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)

@@ -109,7 +109,10 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @translate_errors
     async def EndTransaction(self, request: pb.EndTransactionRequest, context: Any) -> pb.EndTransactionResponse:
-        return end_to_pb(await self._end(request))
+        (result,) = await self._end_many([_end_item(request)])
+        if isinstance(result, HalfmqError):
+            raise result
+        return end_to_pb(result)
 
     @translate_errors
     async def SendMessages(self, request: pb.SendMessagesRequest, context: Any) -> pb.SendMessagesResponse:
@@ -132,22 +135,20 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     @translate_errors
     async def EndTransactions(self, request: pb.EndTransactionsRequest, context: Any) -> pb.EndTransactionsResponse:
         check_batch(request.items)
-        converted = [_end_item(item) for item in request.items]
-        valid = [item for item in converted if not isinstance(item, HalfmqError)]
+        results = await self._end_many([_end_item(item) for item in request.items])
+        return pb.EndTransactionsResponse(outcomes=item_outcomes(results, pb.EndTransactionOutcome, end_to_pb))
+
+    async def _end_many(
+        self, items: list[tuple[str, str, Resolution, Source] | HalfmqError]
+    ) -> list[EndResult | HalfmqError]:
+        """End the well-formed items (an answer to a check tells the registry its session answered);
+        the refused ones keep their error, in place."""
+        valid = [item for item in items if not isinstance(item, HalfmqError)]
         for transaction_id, _, _, source in valid:
             if source is Source.CHECK:
                 self._registry.answered(transaction_id)
         ended = iter(await self._transactions.end_many(valid))
-        results = [item if isinstance(item, HalfmqError) else next(ended) for item in converted]
-        return pb.EndTransactionsResponse(outcomes=item_outcomes(results, pb.EndTransactionOutcome, end_to_pb))
-
-    async def _end(self, request: pb.EndTransactionRequest) -> EndResult:
-        source = source_from_pb(request.source)
-        if source is Source.CHECK:
-            self._registry.answered(request.transaction_id)
-        return await self._transactions.end(
-            request.transaction_id, request.producer_group, resolution_from_pb(request.resolution), source
-        )
+        return [item if isinstance(item, HalfmqError) else next(ended) for item in items]
 
     async def ProducerSession(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
         await serve_session(context, self._registry, self._transactions, check_timeout=self._check_timeout)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import uuid
 from collections.abc import Callable
@@ -13,7 +12,7 @@ import grpc
 from broker.errors import HalfmqError
 from broker.grpc_api.convert import resolution_from_pb, stored_to_pb
 from broker.model import check_client_id, check_name
-from broker.transaction.outbox import Check, CheckRequest, Outbox
+from broker.transaction.outbox import Check, CheckRequest, Outbox, closing_current_task
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -81,9 +80,7 @@ async def serve_session(
             check_client_id(hello.client_id)
     except HalfmqError as exc:
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-    handler = asyncio.current_task()
-    assert handler is not None, "a servicer method runs as a task"
-    make_outbox = functools.partial(Outbox, write_timeout=check_timeout, on_stuck=handler.cancel)
+    make_outbox = closing_current_task(write_timeout=check_timeout)
     session = GrpcProducerSession(hello.producer_group, hello.client_id or uuid.uuid4().hex, context, make_outbox)
     await context.write(pb.SessionDown(welcome=pb.Welcome(session_id=uuid.uuid4().hex)))
     writer = asyncio.create_task(session.outbox.run())

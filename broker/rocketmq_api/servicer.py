@@ -10,7 +10,6 @@ here answer UNIMPLEMENTED (the generated base class).
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import time
@@ -28,7 +27,7 @@ from broker.model import Message, Resolution, Source, StoredMessage
 from broker.rocketmq_api.auth import SignatureInterceptor
 from broker.rocketmq_api.protocol import load
 from broker.store.deliveries import Delivery
-from broker.transaction.outbox import Check, CheckRequest, Outbox
+from broker.transaction.outbox import Check, CheckRequest, Outbox, closing_current_task
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 
@@ -231,9 +230,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         if not client_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "x-mq-client-id metadata is required")
         lock = asyncio.Lock()
-        handler = asyncio.current_task()
-        assert handler is not None, "a servicer method runs as a task"
-        make_outbox = functools.partial(Outbox, write_timeout=self._check_timeout, on_stuck=handler.cancel)
+        make_outbox = closing_current_task(write_timeout=self._check_timeout)
         sessions: list[TelemetrySession] = []
         writers: list[asyncio.Task[None]] = []
         try:

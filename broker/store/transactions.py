@@ -54,23 +54,14 @@ def _refusal_as_value(step: Callable[..., T], *args: object) -> T | HalfmqError:
 class TransactionStore(StoreBase):
     """Half messages, their transaction records (the half log minus the op log) and checks."""
 
-    async def prepare(
-        self, message: Message, producer_group: str, queue_id: int, transaction_id: str, now_ms: int
-    ) -> Transaction:
-        """Append a half message and its PENDING transaction record.
-
-        A message id that already has a half message of the same topic and group returns that
-        transaction unchanged. Raises MessageIdInUse if the id is taken otherwise.
-        """
-        return await self._writer.run(
-            lambda conn: self._prepare(conn, message, producer_group, queue_id, transaction_id, now_ms)
-        )
-
     async def prepare_many(
         self, items: Sequence[tuple[Message, str, int, str]], now_ms: int
     ) -> list[Transaction | HalfmqError]:
-        """``prepare`` for (message, producer group, queue id, transaction id) items, in one job:
-        each item gets its transaction or its refusal; a storage failure fails them all."""
+        """Append half messages and their PENDING transaction records, for (message, producer
+        group, queue id, transaction id) items, in one job: each item gets its transaction or its
+        refusal; a storage failure fails them all. A message id that already has a half message
+        of the same topic and group returns that transaction unchanged (a retried send); an id
+        taken otherwise is refused with MessageIdInUse."""
 
         def work(conn: sqlite3.Connection) -> list[Transaction | HalfmqError]:
             return [_refusal_as_value(self._prepare, conn, *item, now_ms) for item in items]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -45,6 +46,14 @@ class Check:
 
 class Undelivered(Exception):
     """The check did not reach the producer: the session closed or stopped reading."""
+
+
+def closing_current_task(*, write_timeout: float) -> Callable[[Callable[[CheckRequest], Awaitable[None]]], Outbox]:
+    """Outboxes for sessions served by the current task (a front end's streaming call): a write
+    that misses ``write_timeout`` cancels that task, which ends the call and its sessions."""
+    task = asyncio.current_task()
+    assert task is not None, "a session's call is served by a task"
+    return functools.partial(Outbox, write_timeout=write_timeout, on_stuck=task.cancel)
 
 
 class Outbox:

@@ -6,6 +6,7 @@ Every change of a transaction's state goes through this service, which is where 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import HalfmqError, InvalidArgument
@@ -26,6 +27,16 @@ from broker.model import (
 )
 from broker.store import Store
 
+T = TypeVar("T")
+
+
+def _one(results: list[T | HalfmqError]) -> T:
+    """The only result of a one-item batch, or its error raised."""
+    (result,) = results
+    if isinstance(result, HalfmqError):
+        raise result
+    return result
+
 
 class TransactionService:
     """The half-message service: the only way transactions are prepared and ended."""
@@ -40,14 +51,9 @@ class TransactionService:
         """Store ``message`` as a half message, invisible to consumers, and return its transaction.
 
         A retried send with the same message id returns the original transaction.
-        Raises InvalidArgument, MessageTooLarge, HiddenTopic or TopicNotFound.
+        Raises InvalidArgument, MessageTooLarge, HiddenTopic, TopicNotFound or MessageIdInUse.
         """
-        check_message(message, self._max_body_bytes)
-        check_name("producer group", producer_group)
-        topic = self._store.topic(message.topic)
-        return await self._store.prepare(
-            message, producer_group, queue_for(message.message_id, topic.queues), new_transaction_id(), self._now_ms()
-        )
+        return _one(await self.prepare_many([(message, producer_group)]))
 
     async def prepare_many(self, items: Sequence[tuple[Message, str]]) -> list[Transaction | HalfmqError]:
         """``prepare`` for (message, producer group) items, stored in one write: each item gets its
@@ -77,8 +83,12 @@ class TransactionService:
             try:
                 check_transaction_id(transaction_id)
                 check_name("producer group", producer_group)
-                if resolution is Resolution.UNKNOWN:
-                    results.append(await self.end(transaction_id, producer_group, resolution, source))
+                if resolution is Resolution.UNKNOWN:  # nothing to write: the recorded state, for its owner
+                    txn = await self._store.query(self._store.transaction, transaction_id)
+                    txn.check_owner(producer_group)
+                    results.append(
+                        EndResult(state=txn.state, already_resolved=False, half_stored_at=txn.half_stored_at)
+                    )
                     continue
             except HalfmqError as exc:
                 results.append(exc)
@@ -104,13 +114,7 @@ class TransactionService:
         resolution is harmless. Raises InvalidArgument, TransactionNotFound,
         ProducerGroupMismatch or ResolutionConflict (naming the recorded outcome).
         """
-        check_transaction_id(transaction_id)
-        check_name("producer group", producer_group)
-        if resolution is Resolution.UNKNOWN:
-            txn = await self._store.query(self._store.transaction, transaction_id)
-            txn.check_owner(producer_group)
-            return EndResult(state=txn.state, already_resolved=False, half_stored_at=txn.half_stored_at)
-        return await self._resolve(transaction_id, RESOLVED_STATE[resolution], source, producer_group)
+        return _one(await self.end_many([(transaction_id, producer_group, resolution, source)]))
 
     async def answer_check(self, transaction_id: str, producer_group: str, resolution: Resolution) -> EndResult:
         """A producer's answer to a check: counted by answer, then applied as ``end(source=CHECK)``."""
