@@ -5,8 +5,8 @@ Plain frozen dataclasses; they know nothing of protobuf, HTTP or SQL.
 
 from __future__ import annotations
 
+import random
 import re
-import secrets
 import time
 import zlib
 from collections.abc import Mapping
@@ -250,7 +250,9 @@ def new_transaction_id() -> str:
     """A fresh transaction id: 32 hex characters, nanoseconds first, then 64 random bits. Ids
     made one after another sort one after another, so the indexes keyed by them grow at their
     right edge instead of touching a random page per insert (as UUIDv7 does for databases)."""
-    return f"{time.time_ns():016x}{secrets.randbits(64):016x}"
+    # The ids are unique, not secret: the random bits come from Python's generator (reseeded in
+    # every forked child), not the OS's, whose call lets go of the GIL and then waits for it back.
+    return f"{time.time_ns():016x}{random.getrandbits(64):016x}"
 
 
 def queue_for(message_id: str, queues: int) -> int:

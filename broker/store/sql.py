@@ -142,44 +142,60 @@ def _json_object(values: Mapping[str, str]) -> str:
     return json.dumps(values, sort_keys=True) if values else "{}"
 
 
-def append_message(
-    conn: sqlite3.Connection,
-    tails: QueueTails,
+INSERT_MESSAGE = f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# Bound parameters per ``IN (...)`` list: well under SQLite's limit whatever its build.
+IN_CHUNK = 500
+
+
+def message_row(
     topic: str,
     queue_id: int,
+    queue_offset: int,
     message: Message,
+    transaction_id: str,
+    properties: Mapping[str, str],
     now_ms: int,
-    *,
-    transaction_id: str = "",
-    extra_properties: dict[str, str] | None = None,
-) -> StoredMessage:
-    properties = {**message.properties, **extra_properties} if extra_properties else message.properties
-    queue_offset = tails.take(topic, queue_id)
-    conn.execute(
-        f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            topic,
-            queue_id,
-            queue_offset,
-            message.message_id,
-            transaction_id,
-            _json_list(message.keys),
-            message.tags,
-            _json_object(properties),
-            message.body,
-            message.born_timestamp,
-            now_ms,
-        ),
+) -> tuple[object, ...]:
+    """The values of ``INSERT_MESSAGE`` for ``message`` stored at this position."""
+    return (
+        topic,
+        queue_id,
+        queue_offset,
+        message.message_id,
+        transaction_id,
+        _json_list(message.keys),
+        message.tags,
+        _json_object(properties),
+        message.body,
+        message.born_timestamp,
+        now_ms,
     )
+
+
+def rows_in(conn: sqlite3.Connection, query: str, values: Sequence[object], *params: object) -> list[Any]:
+    """The rows of ``query``, whose ``IN ({})`` is filled with ``values`` (after ``params``), in
+    as few statements as SQLite's parameter limit allows: one batch, one lookup."""
+    rows: list[Any] = []
+    for start in range(0, len(values), IN_CHUNK):
+        chunk = values[start : start + IN_CHUNK]
+        rows += conn.execute(query.format(", ".join("?" * len(chunk))), (*params, *chunk)).fetchall()
+    return rows
+
+
+def append_message(
+    conn: sqlite3.Connection, tails: QueueTails, topic: str, queue_id: int, message: Message, now_ms: int
+) -> StoredMessage:
+    queue_offset = tails.take(topic, queue_id)
+    conn.execute(INSERT_MESSAGE, message_row(topic, queue_id, queue_offset, message, "", message.properties, now_ms))
     return StoredMessage(
         topic=topic,
         queue_id=queue_id,
         queue_offset=queue_offset,
         message_id=message.message_id,
-        transaction_id=transaction_id,
+        transaction_id="",
         keys=message.keys,
         tags=message.tags,
-        properties=properties,
+        properties=message.properties,
         body=message.body,
         born_timestamp=message.born_timestamp,
         store_timestamp=now_ms,
@@ -199,28 +215,27 @@ _RESTORED_PROPERTIES = (
 )
 
 
-def copy_half(
+def copy_halves(
     conn: sqlite3.Connection,
     tails: QueueTails,
-    txn: Transaction,
-    topic: str,
-    queue_id: int,
+    copies: Sequence[tuple[Transaction, str, int, Mapping[str, str]]],
     now_ms: int,
-    extra: dict[str, str],
 ) -> None:
-    """Append the producer's message, copied from its half message, to ``topic``/``queue_id``.
+    """Append each producer's message, copied from the half message of its transaction, to the
+    given topic and queue with the given extra properties, in one statement for them all.
 
-    The copy happens inside SQLite: the body never passes through Python.
+    The copy happens inside SQLite: the bodies never pass through Python.
     """
-    copied = conn.execute(
+    copied = conn.executemany(
         f"INSERT INTO messages ({MESSAGE_COLUMNS})"
         " SELECT ?, ?, ?,"
         f" message_id, transaction_id, keys, tags, {_RESTORED_PROPERTIES}, body, born_timestamp, ?"
         " FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
-        (topic, queue_id, tails.take(topic, queue_id), _json_object(extra), now_ms, HALF_TOPIC, txn.half_offset),
-    )
-    if copied.rowcount != 1:  # the job fails, and its offset is given back with the rollback
-        raise StorageFailure(f"the half message of transaction {txn.transaction_id} is missing")
+        [(topic, queue_id, tails.take(topic, queue_id), _json_object(extra), now_ms, HALF_TOPIC, txn.half_offset)
+         for txn, topic, queue_id, extra in copies],
+    )  # fmt: skip
+    if copied.rowcount != len(copies):  # the job fails, and its offsets are given back with the rollback
+        raise StorageFailure(f"{len(copies) - copied.rowcount} of {len(copies)} half messages to copy are missing")
 
 
 def set_consumer_offset(conn: sqlite3.Connection, group: str, topic: str, queue_id: int, offset: int) -> None:

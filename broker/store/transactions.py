@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from broker.errors import (
     HalfmqError,
@@ -27,28 +27,38 @@ from broker.model import (
 )
 from broker.store.base import StoreBase
 from broker.store.sql import (
+    INSERT_MESSAGE,
     MESSAGE_COLUMNS,
     TRANSACTION_COLUMNS,
-    append_message,
-    copy_half,
-    find_message,
+    copy_halves,
+    message_row,
     row_to_message,
     row_to_transaction,
+    rows_in,
     translated,
 )
 
-T = TypeVar("T")
-# What a batch item may be refused with before anything of it is written.
-_REFUSALS = (MessageIdInUse, TransactionNotFound, ProducerGroupMismatch, ResolutionConflict)
+# What an item of a resolving batch may be refused with; it writes nothing, the rest carry on.
+_REFUSALS = (TransactionNotFound, ProducerGroupMismatch, ResolutionConflict)
+
+_INSERT_TRANSACTION = (
+    "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id, state,"
+    " half_stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+# An op record (tag d, body = the half offset), its constant columns written in the statement.
+_INSERT_OP = (
+    f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ('{OP_TOPIC}', 0, ?, ?, ?, '[]', '{OP_TAG}', '{{}}', ?, 0, ?)"
+)
+_RESOLVE = "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?"
 
 
-def _refusal_as_value(step: Callable[..., T], *args: object) -> T | HalfmqError:
-    """Run one item of a batch job; a refusal (raised before the item wrote anything) becomes
-    its value, anything else fails the whole job."""
-    try:
-        return step(*args)
-    except _REFUSALS as exc:
-        return exc
+@dataclass
+class _Resolutions:
+    """What resolving a batch writes, gathered so that each kind is one statement."""
+
+    copies: list[tuple[Transaction, str, int, dict[str, str]]] = field(default_factory=list)
+    ops: list[tuple[object, ...]] = field(default_factory=list)
+    updates: list[tuple[str, int, str, str]] = field(default_factory=list)
 
 
 class TransactionStore(StoreBase):
@@ -60,71 +70,65 @@ class TransactionStore(StoreBase):
         """Append half messages and their PENDING transaction records, for (message, producer
         group, queue id, transaction id) items, in one job: each item gets its transaction or its
         refusal; a storage failure fails them all. A message id that already has a half message
-        of the same topic and group returns that transaction unchanged (a retried send); an id
-        taken otherwise is refused with MessageIdInUse."""
+        of the same topic and group (stored before or earlier in the batch) returns that
+        transaction unchanged (a retried send); an id taken otherwise is refused with MessageIdInUse."""
+        return await self._writer.run(lambda conn: self._prepare_many(conn, items, now_ms))
 
-        def work(conn: sqlite3.Connection) -> list[Transaction | HalfmqError]:
-            return [_refusal_as_value(self._prepare, conn, *item, now_ms) for item in items]
-
-        return await self._writer.run(work)
-
-    def _prepare(
-        self,
-        conn: sqlite3.Connection,
-        message: Message,
-        producer_group: str,
-        queue_id: int,
-        transaction_id: str,
-        now_ms: int,
-    ) -> Transaction:
-        # Refusals are raised before anything is written: a batch job may carry on after them.
-        existing = conn.execute(
-            f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE message_id = ?", (message.message_id,)
-        ).fetchone()
-        if existing is not None:
-            txn = row_to_transaction(existing)
-            if (txn.topic, txn.producer_group) != (message.topic, producer_group):
-                raise MessageIdInUse(
+    def _prepare_many(
+        self, conn: sqlite3.Connection, items: Sequence[tuple[Message, str, int, str]], now_ms: int
+    ) -> list[Transaction | HalfmqError]:
+        ids = [message.message_id for message, *_ in items]
+        known = {
+            txn.message_id: txn
+            for txn in map(
+                row_to_transaction,
+                rows_in(conn, f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE message_id IN ({{}})", ids),
+            )
+        }
+        taken = {
+            (topic, message_id)
+            for topic in {message.topic for message, *_ in items}
+            for (message_id,) in rows_in(
+                conn, "SELECT message_id FROM messages WHERE topic = ? AND message_id IN ({})", ids, topic
+            )
+        }
+        results: list[Transaction | HalfmqError] = []
+        halves: list[tuple[object, ...]] = []
+        records: list[tuple[object, ...]] = []
+        for message, producer_group, queue_id, transaction_id in items:
+            txn = known.get(message.message_id)
+            if txn is not None:
+                same = (txn.topic, txn.producer_group) == (message.topic, producer_group)
+                results.append(txn if same else MessageIdInUse(
                     f"message id {message.message_id!r} belongs to a transaction of topic {txn.topic!r}"
                     f" and producer group {txn.producer_group!r}"
+                ))  # fmt: skip
+                continue
+            if (message.topic, message.message_id) in taken:
+                results.append(
+                    MessageIdInUse(f"message id {message.message_id!r} is already used in topic {message.topic!r}")
                 )
-            return txn  # a retried send
-        if find_message(conn, message.topic, message.message_id) is not None:
-            raise MessageIdInUse(f"message id {message.message_id!r} is already used in topic {message.topic!r}")
-        half = append_message(
-            conn,
-            self._tails,
-            HALF_TOPIC,
-            0,
-            message,
-            now_ms,
-            transaction_id=transaction_id,
-            extra_properties={
+                continue
+            half_offset = self._tails.take(HALF_TOPIC, 0)
+            properties = {
+                **message.properties,
                 "REAL_TOPIC": message.topic,
                 "REAL_QID": str(queue_id),
                 "PGROUP": producer_group,
                 "__transactionId__": transaction_id,
                 "UNIQ_KEY": message.message_id,
-            },
-        )
-        conn.execute(
-            "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id,"
-            " state, half_stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (transaction_id, half.queue_offset, message.message_id, producer_group, message.topic, queue_id,
-             TransactionState.PENDING.value, now_ms),
-        )  # fmt: skip
-        return Transaction(
-            transaction_id=transaction_id,
-            producer_group=producer_group,
-            half_offset=half.queue_offset,
-            topic=message.topic,
-            queue_id=queue_id,
-            message_id=message.message_id,
-            state=TransactionState.PENDING,
-            check_times=0,
-            half_stored_at=now_ms,
-            last_check_at=None,
-        )
+            }
+            halves.append(message_row(HALF_TOPIC, 0, half_offset, message, transaction_id, properties, now_ms))
+            pending = TransactionState.PENDING
+            records.append((transaction_id, half_offset, message.message_id, producer_group, message.topic,
+                            queue_id, pending.value, now_ms))  # fmt: skip
+            txn = Transaction(transaction_id, producer_group, half_offset, message.topic, queue_id,
+                              message.message_id, pending, 0, now_ms, None)  # fmt: skip
+            known[message.message_id] = txn
+            results.append(txn)
+        conn.executemany(INSERT_MESSAGE, halves)
+        conn.executemany(_INSERT_TRANSACTION, records)
+        return results
 
     async def resolve(
         self,
@@ -143,60 +147,72 @@ class TransactionStore(StoreBase):
         TransactionNotFound, ProducerGroupMismatch (when ``producer_group`` is given and differs)
         or ResolutionConflict.
         """
-        return await self._writer.run(
-            lambda conn: self._resolve(conn, transaction_id, target, now_ms, source, producer_group)
-        )
+        (result,) = await self.resolve_many([(transaction_id, target, source, producer_group)], now_ms)
+        if isinstance(result, HalfmqError):
+            raise result
+        return result
 
     async def resolve_many(
         self, items: Sequence[tuple[str, TransactionState, str, str | None]], now_ms: int
     ) -> list[EndResult | HalfmqError]:
         """``resolve`` for (transaction id, target, source, producer group) items, in one job, in
         order: each item gets its result or its refusal; a storage failure fails them all."""
+        return await self._writer.run(lambda conn: self._resolve_many(conn, items, now_ms))
 
-        def work(conn: sqlite3.Connection) -> list[EndResult | HalfmqError]:
-            return [_refusal_as_value(self._resolve, conn, txid, target, now_ms, source, group)
-                    for txid, target, source, group in items]  # fmt: skip
+    def _resolve_many(
+        self, conn: sqlite3.Connection, items: Sequence[tuple[str, TransactionState, str, str | None]], now_ms: int
+    ) -> list[EndResult | HalfmqError]:
+        known = {
+            txn.transaction_id: txn
+            for txn in map(
+                row_to_transaction,
+                rows_in(
+                    conn,
+                    f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE transaction_id IN ({{}})",
+                    [transaction_id for transaction_id, *_ in items],
+                ),
+            )
+        }
+        writes = _Resolutions()
+        results: list[EndResult | HalfmqError] = []
+        for transaction_id, target, source, producer_group in items:
+            try:
+                results.append(self._resolution(known, transaction_id, target, source, producer_group, now_ms, writes))
+            except _REFUSALS as exc:
+                results.append(exc)
+        copy_halves(conn, self._tails, writes.copies, now_ms)
+        conn.executemany(_INSERT_OP, writes.ops)
+        conn.executemany(_RESOLVE, writes.updates)
+        return results
 
-        return await self._writer.run(work)
-
-    def _resolve(
+    def _resolution(
         self,
-        conn: sqlite3.Connection,
+        known: dict[str, Transaction],
         transaction_id: str,
         target: TransactionState,
-        now_ms: int,
         source: str,
         producer_group: str | None,
+        now_ms: int,
+        writes: _Resolutions,
     ) -> EndResult:
-        # Refusals are raised before anything is written: a batch job may carry on after them.
-        txn = self._transaction(conn, transaction_id)
+        """One item of a batch: its outcome, and what it writes added to ``writes``; ``known``
+        is updated, so a later item of the same transaction sees this one's state."""
+        txn = known.get(transaction_id)
+        if txn is None:
+            raise TransactionNotFound(f"no half message has transaction id {transaction_id}")
         if producer_group is not None:
             txn.check_owner(producer_group)
         if not txn.state.transition(target):
             return EndResult(state=txn.state, already_resolved=True, half_stored_at=txn.half_stored_at)
         if target is TransactionState.COMMITTED:
-            copy_half(conn, self._tails, txn, txn.topic, txn.queue_id, now_ms, {})
+            writes.copies.append((txn, txn.topic, txn.queue_id, {}))
         elif target is TransactionState.DISCARDED and not txn.resumes:  # discarded once: one copy kept
-            copy_half(
-                conn,
-                self._tails,
-                txn,
-                DISCARD_TOPIC,
-                0,
-                now_ms,
-                {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)},
-            )
-        op = Message(
-            topic=OP_TOPIC,
-            body=str(txn.half_offset).encode(),
-            message_id=f"op-{txn.half_offset}" + (f".{txn.resumes}" if txn.resumes else ""),
-            tags=OP_TAG,
-        )
-        append_message(conn, self._tails, OP_TOPIC, 0, op, now_ms, transaction_id=transaction_id)
-        conn.execute(
-            "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?",
-            (target.value, now_ms, source, transaction_id),
-        )
+            extra = {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)}
+            writes.copies.append((txn, DISCARD_TOPIC, 0, extra))
+        op_id = f"op-{txn.half_offset}" + (f".{txn.resumes}" if txn.resumes else "")
+        writes.ops.append((self._tails.take(OP_TOPIC, 0), op_id, transaction_id, str(txn.half_offset).encode(), now_ms))
+        writes.updates.append((target.value, now_ms, source, transaction_id))
+        known[transaction_id] = replace(txn, state=target)
         return EndResult(state=target, already_resolved=False, half_stored_at=txn.half_stored_at)
 
     async def record_checks(self, delivered: Sequence[tuple[str, str]], now_ms: int) -> None:
