@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from broker.clock import Clock, system_clock, to_ms
-from broker.errors import InvalidArgument
+from broker.errors import HalfmqError, InvalidArgument
 from broker.model import (
     MAX_QUEUES,
     PULL_BYTES,
@@ -59,6 +59,25 @@ class MessagingService:
             topic = self._store.topic(message.topic)
             placed.append((message, queue_for(message.message_id, topic.queues)))
         return await self._store.append(placed, to_ms(self._clock()))
+
+    async def send_each(self, messages: Sequence[Message]) -> list[StoredMessage | HalfmqError]:
+        """``send``, each message on its own, stored in one write: each gets its position or its
+        own error. Raises InvalidArgument for a batch of the wrong size, or a failure of the write."""
+        if not 1 <= len(messages) <= MAX_BATCH:
+            raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(messages)}")
+        results: list[StoredMessage | HalfmqError | None] = []
+        placed = []
+        for message in messages:
+            try:
+                check_message(message, self._max_body_bytes)
+                queues = self._store.topic(message.topic).queues
+            except HalfmqError as exc:
+                results.append(exc)
+                continue
+            results.append(None)
+            placed.append((message, queue_for(message.message_id, queues)))
+        stored = iter(await self._store.append_each(placed, to_ms(self._clock())) if placed else [])
+        return [next(stored) if result is None else result for result in results]
 
     async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch:
         """Return up to ``max_messages`` messages of a queue from ``offset`` on, within PULL_BYTES

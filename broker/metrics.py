@@ -6,7 +6,8 @@ front end exposes it at ``/metrics``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import collections
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -67,9 +68,14 @@ class Metrics:
         """Read the pending count when scraped, so the gauge is always the store's truth."""
         self._half.set_function(count)
 
-    def resolved(self, state: TransactionState, seconds_since_half: float) -> None:
-        self._resolved[state].inc()
-        self._finish.observe(max(seconds_since_half, 0.0))
+    def resolved(self, resolutions: Sequence[tuple[TransactionState, float]]) -> None:
+        """Count a batch of new resolutions, given as (state, seconds since the half was stored):
+        each state's counter once per batch; the latency histogram, which has no batched form,
+        once per resolution."""
+        for state, count in collections.Counter(state for state, _ in resolutions).items():
+            self._resolved[state].inc(count)
+        for _, seconds in resolutions:
+            self._finish.observe(max(seconds, 0.0))
 
     def check(self, outcome: str, count: int = 1) -> None:
         self._checks.labels(outcome=outcome).inc(count)

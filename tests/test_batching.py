@@ -74,6 +74,46 @@ def test_a_batch_of_ends_applies_each_item_on_its_own(broker):
     ]
     assert outcome(conflict.outcomes[0]) == ("error", "RESOLUTION_CONFLICT")
     assert [r[0] for r in topic_rows(broker.broker.settings.data_dir, "orders")] == ["e-1"]
+    totals = broker.broker.metrics.totals()  # counted per batch, each new resolution once
+    assert (totals["committed"], totals["rolled_back"]) == (1, 1)
+
+
+def test_an_item_repeated_within_one_batch_sees_the_items_before_it(broker):
+    with grpc.insecure_channel(broker.address) as channel:
+        stub = pb_grpc.BrokerStub(channel)
+        halves = stub.SendHalfMessages(
+            pb.SendHalfMessagesRequest(
+                items=[half("r-1"), half("r-1"), half("r-1", group="other"), half("r-2"), half("r-3")]
+            )
+        )
+        one, two, three = (halves.outcomes[i].result.transaction_id for i in (0, 3, 4))
+
+        def end(txid, resolution):
+            return pb.EndTransactionRequest(transaction_id=txid, producer_group="g", resolution=resolution)
+
+        ends = stub.EndTransactions(
+            pb.EndTransactionsRequest(
+                items=[
+                    end(one, pb.COMMIT),
+                    end(one, pb.COMMIT),
+                    end(two, pb.ROLLBACK),
+                    end(two, pb.COMMIT),
+                    end(three, pb.COMMIT),
+                ]
+            )
+        )
+    assert [outcome(o) for o in halves.outcomes] == [("result", ""), ("result", ""), ("error", "MESSAGE_ID_IN_USE"),
+                                                      ("result", ""), ("result", "")]  # fmt: skip
+    assert halves.outcomes[1].result.transaction_id == one
+    assert [outcome(o) for o in ends.outcomes] == [("result", ""), ("result", ""), ("result", ""),
+                                                    ("error", "RESOLUTION_CONFLICT"), ("result", "")]  # fmt: skip
+    assert [o.result.already_resolved for o in ends.outcomes[:3]] == [False, True, False]
+    data_dir = broker.broker.settings.data_dir
+    assert sorted(r[0] for r in topic_rows(data_dir, "orders")) == ["r-1", "r-3"]
+    assert len(topic_rows(data_dir, "RMQ_SYS_TRANS_HALF_TOPIC")) == 3
+    assert len(topic_rows(data_dir, "RMQ_SYS_TRANS_OP_HALF_TOPIC")) == 3
+    totals = broker.broker.metrics.totals()
+    assert (totals["committed"], totals["rolled_back"]) == (2, 1)
 
 
 def test_a_batch_of_normal_messages_stores_the_good_ones_once(broker):
@@ -81,14 +121,19 @@ def test_a_batch_of_normal_messages_stores_the_good_ones_once(broker):
         pb.Message(topic="orders", body=b"1", message_id="n-1"),
         pb.Message(topic="orders", body=b"2", message_id="bad id!"),
         pb.Message(topic="orders", body=b"3", message_id="n-3"),
+        pb.Message(topic="orders", body=b"3", message_id="n-3"),  # repeated within the batch: stored once
+        pb.Message(topic="orders", body=b"4", message_id="h-1"),  # the id of a half message
     ]
     with grpc.insecure_channel(broker.address) as channel:
         stub = pb_grpc.BrokerStub(channel)
+        stub.SendHalfMessage(half("h-1"))
         first = stub.SendMessages(pb.SendMessagesRequest(messages=messages))
         again = stub.SendMessages(pb.SendMessagesRequest(messages=messages))
         with pytest.raises(grpc.RpcError) as empty:
             stub.SendMessages(pb.SendMessagesRequest(messages=[]))
-    assert [outcome(o) for o in first.outcomes] == [("result", ""), ("error", "INVALID_ARGUMENT"), ("result", "")]
+    assert [outcome(o) for o in first.outcomes] == [("result", ""), ("error", "INVALID_ARGUMENT"), ("result", ""),
+                                                    ("result", ""), ("error", "MESSAGE_ID_IN_USE")]  # fmt: skip
+    assert first.outcomes[3].result == first.outcomes[2].result
     assert [o.result for o in again.outcomes] == [o.result for o in first.outcomes]
     assert empty.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert sorted(r[0] for r in topic_rows(broker.broker.settings.data_dir, "orders")) == ["n-1", "n-3"]

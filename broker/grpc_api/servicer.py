@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -117,12 +116,8 @@ class BrokerServicer(pb_grpc.BrokerServicer):
     @translate_errors
     async def SendMessages(self, request: pb.SendMessagesRequest, context: Any) -> pb.SendMessagesResponse:
         check_batch(request.messages)
-        results = await asyncio.gather(
-            *(self._messaging.send([message_from_pb(m)]) for m in request.messages), return_exceptions=True
-        )
-        return pb.SendMessagesResponse(
-            outcomes=item_outcomes(results, pb.SendMessageOutcome, lambda stored: send_result_to_pb(stored[0]))
-        )
+        results = await self._messaging.send_each([message_from_pb(m) for m in request.messages])
+        return pb.SendMessagesResponse(outcomes=item_outcomes(results, pb.SendMessageOutcome, send_result_to_pb))
 
     @translate_errors
     async def SendHalfMessages(self, request: pb.SendHalfMessagesRequest, context: Any) -> pb.SendHalfMessagesResponse:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import cast
 
-from broker.errors import MessageIdInUse, TopicExists, TopicNotFound
+from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
 from broker.model import Message, StoredMessage, Topic, message_size
 from broker.store.base import StoreBase
-from broker.store.sql import MESSAGE_COLUMNS, append_message, find_message, row_to_message, translated
+from broker.store.sql import INSERT_MESSAGE, MESSAGE_COLUMNS, message_row, row_to_message, rows_in, translated
 
 
 class LogStore(StoreBase):
@@ -47,20 +48,61 @@ class LogStore(StoreBase):
     # --- normal messages ----------------------------------------------------------------
 
     async def append(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> list[StoredMessage]:
-        """Append messages to the given queues, all or none; a message id already in its topic
-        is not stored again and its original position is returned instead."""
+        """Append messages to the given queues, all or none: the first refusal undoes them all.
+        A message id already in its topic is not stored again and its original position is
+        returned instead."""
 
         def work(conn: sqlite3.Connection) -> list[StoredMessage]:
-            for message, _ in placed:
-                if conn.execute("SELECT 1 FROM transactions WHERE message_id = ?", (message.message_id,)).fetchone():
-                    raise MessageIdInUse(f"message id {message.message_id!r} belongs to a transaction")
-            return [
-                find_message(conn, message.topic, message.message_id)
-                or append_message(conn, self._tails, message.topic, queue_id, message, now_ms)
-                for message, queue_id in placed
-            ]
+            results = self._append_each(conn, placed, now_ms)
+            for result in results:
+                if isinstance(result, HalfmqError):
+                    raise result
+            return cast(list[StoredMessage], results)
 
         return await self._writer.run(work)
+
+    async def append_each(
+        self, placed: Sequence[tuple[Message, int]], now_ms: int
+    ) -> list[StoredMessage | HalfmqError]:
+        """``append``, each message on its own: its position or its refusal (MessageIdInUse);
+        a storage failure fails them all."""
+        return await self._writer.run(lambda conn: self._append_each(conn, placed, now_ms))
+
+    def _append_each(
+        self, conn: sqlite3.Connection, placed: Sequence[tuple[Message, int]], now_ms: int
+    ) -> list[StoredMessage | HalfmqError]:
+        ids = [message.message_id for message, _ in placed]
+        in_transactions = {
+            message_id
+            for (message_id,) in rows_in(conn, "SELECT message_id FROM transactions WHERE message_id IN ({})", ids)
+        }
+        stored = {
+            (message.topic, message.message_id): message
+            for topic in {message.topic for message, _ in placed}
+            for message in map(
+                row_to_message,
+                rows_in(
+                    conn, f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND message_id IN ({{}})", ids, topic
+                ),
+            )
+        }
+        results: list[StoredMessage | HalfmqError] = []
+        rows: list[tuple[object, ...]] = []
+        for message, queue_id in placed:
+            if message.message_id in in_transactions:
+                results.append(MessageIdInUse(f"message id {message.message_id!r} belongs to a transaction"))
+                continue
+            known = stored.get((message.topic, message.message_id))
+            if known is None:
+                offset = self._tails.take(message.topic, queue_id)
+                rows.append(message_row(message.topic, queue_id, offset, message, "", message.properties, now_ms))
+                known = StoredMessage(message.topic, queue_id, offset, message.message_id, "", message.keys,
+                                      message.tags, message.properties, message.body, message.born_timestamp,
+                                      now_ms)  # fmt: skip
+                stored[(message.topic, message.message_id)] = known
+            results.append(known)
+        conn.executemany(INSERT_MESSAGE, rows)
+        return results
 
     @translated
     def read(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> list[StoredMessage]:

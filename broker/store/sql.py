@@ -182,33 +182,6 @@ def rows_in(conn: sqlite3.Connection, query: str, values: Sequence[object], *par
     return rows
 
 
-def append_message(
-    conn: sqlite3.Connection, tails: QueueTails, topic: str, queue_id: int, message: Message, now_ms: int
-) -> StoredMessage:
-    queue_offset = tails.take(topic, queue_id)
-    conn.execute(INSERT_MESSAGE, message_row(topic, queue_id, queue_offset, message, "", message.properties, now_ms))
-    return StoredMessage(
-        topic=topic,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        message_id=message.message_id,
-        transaction_id="",
-        keys=message.keys,
-        tags=message.tags,
-        properties=message.properties,
-        body=message.body,
-        born_timestamp=message.born_timestamp,
-        store_timestamp=now_ms,
-    )
-
-
-def find_message(conn: sqlite3.Connection, topic: str, message_id: str) -> StoredMessage | None:
-    row = conn.execute(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND message_id = ?", (topic, message_id)
-    ).fetchone()
-    return None if row is None else row_to_message(row)
-
-
 # The producer's properties back from the half copy: system properties removed, then ``extra`` set.
 _RESTORED_PROPERTIES = (
     "json_patch(json_remove(properties, " + ", ".join(f"'$.{p}'" for p in SYSTEM_PROPERTIES) + "), ?)"

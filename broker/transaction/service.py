@@ -96,15 +96,11 @@ class TransactionService:
             results.append(None)
             resolving.append((transaction_id, RESOLVED_STATE[resolution], source.value, producer_group))
         now_ms = self._now_ms()
-        resolved = iter(await self._store.resolve_many(resolving, now_ms) if resolving else [])
-        out: list[EndResult | HalfmqError] = []
-        for result in results:
-            if result is None:
-                result = next(resolved)
-                if isinstance(result, EndResult) and not result.already_resolved:
-                    self._metrics.resolved(result.state, (now_ms - result.half_stored_at) / 1000)
-            out.append(result)
-        return out
+        resolved = await self._store.resolve_many(resolving, now_ms) if resolving else []
+        self._metrics.resolved([(r.state, (now_ms - r.half_stored_at) / 1000) for r in resolved
+                                if isinstance(r, EndResult) and not r.already_resolved])  # fmt: skip
+        written = iter(resolved)
+        return [next(written) if result is None else result for result in results]
 
     async def end(self, transaction_id: str, producer_group: str, resolution: Resolution, source: Source) -> EndResult:
         """Record the producer's resolution and return the recorded outcome.
@@ -145,7 +141,7 @@ class TransactionService:
             transaction_id, target, now_ms, source=source.value, producer_group=producer_group
         )
         if not result.already_resolved:
-            self._metrics.resolved(result.state, (now_ms - result.half_stored_at) / 1000)
+            self._metrics.resolved([(result.state, (now_ms - result.half_stored_at) / 1000)])
         return result
 
     def _now_ms(self) -> int:
