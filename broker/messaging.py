@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import HalfmqError, InvalidArgument
@@ -10,8 +10,10 @@ from broker.model import (
     MAX_QUEUES,
     PULL_BYTES,
     SYSTEM_TOPICS,
+    M,
     Message,
     PullBatch,
+    QueueColumns,
     StoredMessage,
     Topic,
     check_data_topic,
@@ -23,6 +25,12 @@ from broker.store import Store
 from broker.store.deliveries import Delivery
 
 MAX_PULL = 1024
+
+
+def first_offset(messages: list[StoredMessage] | QueueColumns) -> int:
+    return messages.queue_offsets[0] if isinstance(messages, QueueColumns) else messages[0].queue_offset
+
+
 MAX_BATCH = 1024
 
 
@@ -79,24 +87,31 @@ class MessagingService:
         stored = iter(await self._store.append_each(placed, to_ms(self._clock())) if placed else [])
         return [next(stored) if result is None else result for result in results]
 
-    async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch:
+    async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[list[StoredMessage]]:
         """Return up to ``max_messages`` messages of a queue from ``offset`` on, within PULL_BYTES
         (at least one message, whatever its size).
 
         Raises InvalidArgument, HiddenTopic or TopicNotFound.
         """
+        return await self._pull(self._store.read, topic, queue_id, offset, max_messages)
+
+    async def pull_columns(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[QueueColumns]:
+        """``pull`` as columns: the same messages, the same offsets."""
+        return await self._pull(self._store.read_columns, topic, queue_id, offset, max_messages)
+
+    async def _pull(
+        self, read: Callable[[str, int, int, int, int], M], topic: str, queue_id: int, offset: int, max_messages: int
+    ) -> PullBatch[M]:
         self._check_queue(topic, queue_id)
         if offset < 0:
             raise InvalidArgument(f"offset must be >= 0, got {offset}")
         if not 1 <= max_messages <= MAX_PULL:
             raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
         messages, (low, high) = await self._store.query(
-            lambda: (
-                self._store.read(topic, queue_id, offset, max_messages, PULL_BYTES),
-                self._store.queue_range(topic, queue_id),
-            )
+            lambda: (read(topic, queue_id, offset, max_messages, PULL_BYTES), self._store.queue_range(topic, queue_id))
         )  # one trip to a reader thread for both
-        next_offset = messages[-1].queue_offset + 1 if messages else max(offset, low)
+        # A read returns consecutive offsets, so the last is the first plus the count.
+        next_offset = first_offset(messages) + len(messages) if len(messages) else max(offset, low)
         return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
 
     def queue_count(self, topic: str) -> int:

@@ -9,9 +9,10 @@ import random
 import re
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Generic, TypeVar
 
 from broker.errors import HiddenTopic, InvalidArgument, MessageTooLarge, ProducerGroupMismatch, ResolutionConflict
 
@@ -71,10 +72,33 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
-class PullBatch:
-    """Messages of one queue; the next pull starts at ``next_offset``. ``max_offset`` is one past the newest."""
+class QueueColumns:
+    """Consecutive messages of one queue as columns, one value per message: text as UTF-8 bytes,
+    keys and properties as their stored JSON. The columnar twin of a list of StoredMessage."""
 
-    messages: list[StoredMessage]
+    queue_offsets: Sequence[int]
+    message_ids: Sequence[bytes]
+    transaction_ids: Sequence[bytes]
+    keys: Sequence[bytes]
+    tags: Sequence[bytes]
+    properties: Sequence[bytes]
+    bodies: Sequence[bytes]
+    born_timestamps: Sequence[int]
+    store_timestamps: Sequence[int]
+
+    def __len__(self) -> int:
+        return len(self.queue_offsets)
+
+
+M = TypeVar("M", list[StoredMessage], QueueColumns)
+
+
+@dataclass(frozen=True)
+class PullBatch(Generic[M]):
+    """Messages of one queue, as StoredMessages or as QueueColumns; the next pull starts at
+    ``next_offset``. ``max_offset`` is one past the newest."""
+
+    messages: M
     next_offset: int
     min_offset: int
     max_offset: int

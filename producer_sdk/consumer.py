@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._blocking import BlockingClient
 from producer_sdk._client import received_from_pb
-from producer_sdk.message import PullResult
+from producer_sdk.message import PullResult, ReceivedMessage
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class PullConsumer(BlockingClient):
@@ -20,11 +25,31 @@ class PullConsumer(BlockingClient):
         response = self._call("GetQueueOffsets", pb.GetQueueOffsetsRequest(topic=topic))
         return {q.queue_id: (q.min_offset, q.max_offset) for q in response.queues}
 
-    def pull(self, topic: str, *, queue_id: int, offset: int, max_messages: int = 32) -> PullResult:
+    def pull(
+        self, topic: str, *, queue_id: int, offset: int, max_messages: int = 32
+    ) -> PullResult[list[ReceivedMessage]]:
         request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
         response = self._call("Pull", request)
         return PullResult(
             messages=[received_from_pb(m) for m in response.messages],
+            next_offset=response.next_offset,
+            min_offset=response.min_offset,
+            max_offset=response.max_offset,
+        )
+
+    def pull_table(self, topic: str, *, queue_id: int, offset: int, max_messages: int = 1024) -> PullResult[pa.Table]:
+        """``pull``, with the messages as a ``pyarrow.Table`` (for pandas, polars or DuckDB): the
+        broker sends columns, and no Python object is made per message. Needs pyarrow
+        (``pip install halfmq[arrow]``). Columns: topic, queue_id, queue_offset, message_id,
+        transaction_id, keys, tags, properties (map), body, born_timestamp, store_timestamp."""
+        import pyarrow as pa
+
+        from producer_sdk.columns import record_batch
+
+        request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
+        response = self._call("PullColumns", request)
+        return PullResult(
+            messages=pa.Table.from_batches([record_batch(topic, queue_id, response)]),
             next_offset=response.next_offset,
             min_offset=response.min_offset,
             max_offset=response.max_offset,

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Generic, TypeVar
 
 
 def new_message_id() -> str:
@@ -100,11 +101,15 @@ class ReceivedMessage:
     store_timestamp: int
 
 
-@dataclass(frozen=True)
-class PullResult:
-    """Messages of one queue; pull again from ``next_offset``."""
+M = TypeVar("M")
 
-    messages: list[ReceivedMessage]
+
+@dataclass(frozen=True)
+class PullResult(Generic[M]):
+    """Messages of one queue (a list of ReceivedMessage, or a ``pyarrow.Table`` from
+    ``pull_table``); pull again from ``next_offset``."""
+
+    messages: M
     next_offset: int
     min_offset: int
     max_offset: int

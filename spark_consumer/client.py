@@ -1,11 +1,14 @@
 """A small blocking client for the Spark source: queue ranges on the driver, pulls on executors.
 
-Plain gRPC, no background threads: each Spark task opens its own channel and closes it. Broker
+Plain gRPC, no background threads. The driver opens a reader per call and closes it; the tasks of
+a Python worker share one reader per broker (``shared_reader``), as Spark reuses workers. Broker
 errors arrive as the SDK's typed errors.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from types import TracebackType
 from typing import Any, Self
 
@@ -38,6 +41,11 @@ class BrokerReader:
         reply: pb.PullResponse = self._call(self._stub.Pull, request)
         return reply
 
+    def pull_columns(self, topic: str, queue_id: int, offset: int, max_messages: int) -> pb.PullColumnsResponse:
+        request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
+        reply: pb.PullColumnsResponse = self._call(self._stub.PullColumns, request)
+        return reply
+
     def _call(self, rpc: grpc.UnaryUnaryMultiCallable, request: object) -> Any:
         try:
             return rpc(request, timeout=self._timeout, wait_for_ready=True)
@@ -54,3 +62,18 @@ class BrokerReader:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+_shared: dict[tuple[int, str], BrokerReader] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_reader(broker: str) -> BrokerReader:
+    """This process's reader for ``broker``, opened on first use and kept for the process's life
+    (keyed by pid too: a forked child never uses its parent's channel)."""
+    key = (os.getpid(), broker)
+    with _shared_lock:
+        reader = _shared.get(key)
+        if reader is None:
+            reader = _shared[key] = BrokerReader(broker)
+        return reader

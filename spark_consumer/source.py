@@ -1,7 +1,9 @@
 """The ``halfmq`` PySpark data source: batch and streaming reads of committed topics.
 
 Planning (offsets, partitions) runs on the driver side; ``read`` runs in Spark's Python workers
-on the executors and opens its own gRPC channel, so only the picklable ``QueueSlice`` travels.
+on the executors, over one gRPC channel per worker process, so only the picklable ``QueueSlice``
+travels. Messages come as columns (``PullColumns``) and become Arrow batches without a Python
+object per message.
 Half, rolled-back and discarded messages are never in a real topic, so never read.
 """
 
@@ -21,10 +23,16 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from producer_sdk.columns import record_batch
 from spark_consumer import offsets as off
-from spark_consumer.client import BrokerReader
+from spark_consumer.client import BrokerReader, shared_reader
 from spark_consumer.options import SourceOptions
-from spark_consumer.rows import SCHEMA, to_record_batch
+
+SCHEMA = (
+    "topic string, queue_id int, queue_offset long, message_id string, transaction_id string,"
+    " keys array<string>, tags string, properties map<string, string>, body binary,"
+    " born_timestamp timestamp, store_timestamp timestamp"
+)
 
 
 @dataclass(frozen=True)
@@ -58,23 +66,25 @@ def slices(options: SourceOptions, start: off.Offsets, end: off.Offsets) -> list
 
 
 def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
-    """Pull ``[start, end)`` of the queue and yield it as Arrow batches; the same slice always
-    yields the same messages, so a replayed micro-batch reads exactly what it read before."""
+    """Pull ``[start, end)`` of the queue as columns and yield them as Arrow batches; the same
+    slice always yields the same messages, so a replayed micro-batch reads exactly what it read
+    before. Uses this process's channel to the broker."""
+    broker = shared_reader(part.broker)
     offset = part.start
-    with BrokerReader(part.broker) as broker:
-        while offset < part.end:
-            reply = broker.pull(part.topic, part.queue_id, offset, min(part.fetch_size, part.end - offset))
-            messages = [m for m in reply.messages if m.queue_offset < part.end]
-            if not messages or messages[0].queue_offset != offset:
-                if part.fail_on_data_loss:
-                    raise off.DataLoss(
-                        f"{part.topic}/{part.queue_id}: offset {offset} is missing at the broker (it holds "
-                        f"[{reply.min_offset}, {reply.max_offset})); set failOnDataLoss=false to skip it"
-                    )
-                if not messages:
-                    return
-            yield to_record_batch(messages)
-            offset = messages[-1].queue_offset + 1
+    while offset < part.end:
+        reply = broker.pull_columns(part.topic, part.queue_id, offset, min(part.fetch_size, part.end - offset))
+        first = int.from_bytes(reply.queue_offsets[:8], "little", signed=True) if reply.count else part.end
+        if first != offset:
+            if part.fail_on_data_loss:
+                raise off.DataLoss(
+                    f"{part.topic}/{part.queue_id}: offset {offset} is missing at the broker (it holds "
+                    f"[{reply.min_offset}, {reply.max_offset})); set failOnDataLoss=false to skip it"
+                )
+            if first >= part.end:
+                return
+        in_slice = min(reply.count, part.end - first)  # a reply's offsets are consecutive
+        yield record_batch(part.topic, part.queue_id, reply).slice(0, in_slice)
+        offset = first + in_slice
 
 
 class HalfmqBatchReader(DataSourceReader):

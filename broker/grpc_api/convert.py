@@ -2,8 +2,24 @@
 
 from __future__ import annotations
 
+import sys
+from array import array
+from collections.abc import Iterable, Sequence
+from itertools import accumulate
+
 from broker.errors import InvalidArgument
-from broker.model import EndResult, Message, Resolution, Source, StoredMessage, Topic, Transaction, TransactionState
+from broker.model import (
+    EndResult,
+    Message,
+    PullBatch,
+    QueueColumns,
+    Resolution,
+    Source,
+    StoredMessage,
+    Topic,
+    Transaction,
+    TransactionState,
+)
 from halfmq_proto.v1 import halfmq_pb2 as pb
 
 RESOLUTIONS: dict[int, Resolution] = {
@@ -46,6 +62,41 @@ def stored_to_pb(message: StoredMessage) -> pb.StoredMessage:
         born_timestamp=message.born_timestamp,
         store_timestamp=message.store_timestamp,
     )
+
+
+def columns_to_pb(batch: PullBatch[QueueColumns]) -> pb.PullColumnsResponse:
+    """A pull as packed columns: joins and packs in C, no Python work per message."""
+    c = batch.messages
+    return pb.PullColumnsResponse(
+        count=len(c),
+        queue_offsets=_int64s(c.queue_offsets),
+        message_ids=_packed(c.message_ids),
+        transaction_ids=_packed(c.transaction_ids),
+        keys=_packed(c.keys),
+        tags=_packed(c.tags),
+        properties=_packed(c.properties),
+        bodies=_packed(c.bodies),
+        born_timestamps=_int64s(c.born_timestamps),
+        store_timestamps=_int64s(c.store_timestamps),
+        next_offset=batch.next_offset,
+        min_offset=batch.min_offset,
+        max_offset=batch.max_offset,
+    )
+
+
+def _little_endian(values: Iterable[int], typecode: str) -> bytes:
+    packed = array(typecode, values)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def _int64s(values: Iterable[int]) -> bytes:
+    return _little_endian(values, "q")
+
+
+def _packed(values: Sequence[bytes]) -> pb.PackedColumn:
+    return pb.PackedColumn(offsets=_little_endian(accumulate(map(len, values), initial=0), "i"), data=b"".join(values))
 
 
 def send_result_to_pb(message: StoredMessage) -> pb.SendResult:

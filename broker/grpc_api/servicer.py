@@ -10,6 +10,7 @@ import grpc
 
 from broker.errors import HalfmqError, InvalidArgument
 from broker.grpc_api.convert import (
+    columns_to_pb,
     end_to_pb,
     half_to_pb,
     message_from_pb,
@@ -156,6 +157,12 @@ class BrokerServicer(pb_grpc.BrokerServicer):
             next_offset=batch.next_offset,
             min_offset=batch.min_offset,
             max_offset=batch.max_offset,
+        )
+
+    @translate_errors
+    async def PullColumns(self, request: pb.PullRequest, context: Any) -> pb.PullColumnsResponse:
+        return columns_to_pb(
+            await self._messaging.pull_columns(request.topic, request.queue_id, request.offset, request.max_messages)
         )
 
     @translate_errors

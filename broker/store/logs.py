@@ -7,9 +7,28 @@ from collections.abc import Sequence
 from typing import cast
 
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
-from broker.model import Message, StoredMessage, Topic, message_size
+from broker.model import Message, QueueColumns, StoredMessage, Topic
 from broker.store.base import StoreBase
 from broker.store.sql import INSERT_MESSAGE, MESSAGE_COLUMNS, message_row, row_to_message, rows_in, translated
+
+_FROM_QUEUE = "FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ? ORDER BY queue_offset"
+# What a message takes in a pull: its stored bytes (text counted as UTF-8).
+_SIZE = (
+    "length(body) + length(CAST(message_id AS BLOB)) + length(CAST(transaction_id AS BLOB))"
+    " + length(CAST(keys AS BLOB)) + length(CAST(tags AS BLOB)) + length(CAST(properties AS BLOB))"
+)
+
+
+def _extent(conn: sqlite3.Connection, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> int:
+    """How many messages a read from ``offset`` returns: at most ``limit``, stopping before the one
+    that would take the total past ``max_bytes``, but at least one if there is one. Counted in
+    SQL from the rows' lengths, which SQLite knows without loading the bodies."""
+    total, fitting = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(running <= ?), 0) FROM (SELECT SUM(size) OVER (ORDER BY queue_offset)"
+        f" AS running FROM (SELECT queue_offset, {_SIZE} AS size {_FROM_QUEUE} LIMIT ?))",
+        (max_bytes, topic, queue_id, offset, limit),
+    ).fetchone()
+    return int(max(fitting, min(total, 1)))
 
 
 class LogStore(StoreBase):
@@ -106,24 +125,24 @@ class LogStore(StoreBase):
 
     @translated
     def read(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> list[StoredMessage]:
-        """Return up to ``limit`` messages of the queue from ``offset`` on, in offset order, stopping
-        before the one that would take the total past ``max_bytes`` (the first is always returned).
-        Rows are read one at a time, so what is not returned is never loaded."""
-        cursor = self._reader().execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ?"
-            " ORDER BY queue_offset LIMIT ?",
-            (topic, queue_id, offset, limit),
-        )
-        messages: list[StoredMessage] = []
-        total = 0
-        for row in cursor:
-            message = row_to_message(row)
-            total += message_size(message) + len(message.message_id) + len(message.transaction_id)
-            if messages and total > max_bytes:
-                break
-            messages.append(message)
-        cursor.close()
-        return messages
+        """Messages of the queue from ``offset`` on, as many as ``extent`` allows, in offset order."""
+        conn = self._reader()
+        count = _extent(conn, topic, queue_id, offset, limit, max_bytes)
+        rows = conn.execute(f"SELECT {MESSAGE_COLUMNS} {_FROM_QUEUE} LIMIT ?", (topic, queue_id, offset, count))
+        return [row_to_message(row) for row in rows]
+
+    @translated
+    def read_columns(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> QueueColumns:
+        """``read`` as columns: the same messages, with no object per message."""
+        conn = self._reader()
+        count = _extent(conn, topic, queue_id, offset, limit, max_bytes)
+        rows = conn.execute(
+            "SELECT queue_offset, CAST(message_id AS BLOB), CAST(transaction_id AS BLOB), CAST(keys AS BLOB),"
+            " CAST(tags AS BLOB), CAST(properties AS BLOB), body, born_timestamp, store_timestamp"
+            f" {_FROM_QUEUE} LIMIT ?",
+            (topic, queue_id, offset, count),
+        ).fetchall()
+        return QueueColumns(*(zip(*rows, strict=True) if rows else ((),) * 9))
 
     @translated
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:

@@ -314,6 +314,44 @@ class PullResponse(_message.Message):
     max_offset: int
     def __init__(self, messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
 
+class PackedColumn(_message.Message):
+    __slots__ = ("offsets", "data")
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    offsets: bytes
+    data: bytes
+    def __init__(self, offsets: _Optional[bytes] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class PullColumnsResponse(_message.Message):
+    __slots__ = ("count", "queue_offsets", "message_ids", "transaction_ids", "keys", "tags", "properties", "bodies", "born_timestamps", "store_timestamps", "next_offset", "min_offset", "max_offset")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_IDS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    BODIES_FIELD_NUMBER: _ClassVar[int]
+    BORN_TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
+    STORE_TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MIN_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    queue_offsets: bytes
+    message_ids: PackedColumn
+    transaction_ids: PackedColumn
+    keys: PackedColumn
+    tags: PackedColumn
+    properties: PackedColumn
+    bodies: PackedColumn
+    born_timestamps: bytes
+    store_timestamps: bytes
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    def __init__(self, count: _Optional[int] = ..., queue_offsets: _Optional[bytes] = ..., message_ids: _Optional[_Union[PackedColumn, _Mapping]] = ..., transaction_ids: _Optional[_Union[PackedColumn, _Mapping]] = ..., keys: _Optional[_Union[PackedColumn, _Mapping]] = ..., tags: _Optional[_Union[PackedColumn, _Mapping]] = ..., properties: _Optional[_Union[PackedColumn, _Mapping]] = ..., bodies: _Optional[_Union[PackedColumn, _Mapping]] = ..., born_timestamps: _Optional[bytes] = ..., store_timestamps: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
+
 class QueueOffsets(_message.Message):
     __slots__ = ("queue_id", "min_offset", "max_offset")
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]

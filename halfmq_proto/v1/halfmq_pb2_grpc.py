@@ -79,6 +79,11 @@ class BrokerStub:
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.PullRequest.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PullResponse.FromString,
                 _registered_method=True)
+        self.PullColumns = channel.unary_unary(
+                '/halfmq.v1.Broker/PullColumns',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.PullRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PullColumnsResponse.FromString,
+                _registered_method=True)
         self.GetQueueOffsets = channel.unary_unary(
                 '/halfmq.v1.Broker/GetQueueOffsets',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.GetQueueOffsetsRequest.SerializeToString,
@@ -163,6 +168,13 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PullColumns(self, request, context):
+        """The same messages as Pull, as columns: no per-message object on either side.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetQueueOffsets(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -240,6 +252,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.Pull,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PullRequest.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.PullResponse.SerializeToString,
+            ),
+            'PullColumns': grpc.unary_unary_rpc_method_handler(
+                    servicer.PullColumns,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PullRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.PullColumnsResponse.SerializeToString,
             ),
             'GetQueueOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.GetQueueOffsets,
@@ -510,6 +527,33 @@ class Broker:
             '/halfmq.v1.Broker/Pull',
             halfmq_dot_v1_dot_halfmq__pb2.PullRequest.SerializeToString,
             halfmq_dot_v1_dot_halfmq__pb2.PullResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PullColumns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/PullColumns',
+            halfmq_dot_v1_dot_halfmq__pb2.PullRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.PullColumnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,133 @@
+"""The columnar pull (issue 10): PullColumns returns exactly the messages Pull returns, with the
+same offsets and the same byte-budget cut, as Arrow without an object per message."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker.model import Message
+from broker.store import Store
+from producer_sdk import Message as SdkMessage
+from producer_sdk import Producer, PullConsumer, ReceivedMessage
+
+MiB = 1 << 20
+_topic_numbers = itertools.count()
+text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+names = st.from_regex(r"[A-Za-z0-9_.:-]{1,16}", fullmatch=True)
+messages = st.lists(
+    st.fixed_dictionaries(
+        {
+            "body": st.one_of(st.just(b""), st.binary(max_size=2048)),
+            "keys": st.lists(text.filter(bool), max_size=3),
+            "tags": text.filter(lambda t: "|" not in t),
+            "properties": st.dictionaries(names, text, max_size=3),
+        }
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def rows_of(table) -> list[ReceivedMessage]:
+    """The table's rows as the row pull gives them (timestamps back to milliseconds)."""
+    return [
+        ReceivedMessage(
+            topic=r["topic"],
+            queue_id=r["queue_id"],
+            queue_offset=r["queue_offset"],
+            message_id=r["message_id"],
+            transaction_id=r["transaction_id"],
+            keys=tuple(r["keys"]),
+            tags=r["tags"],
+            properties=dict(r["properties"]),
+            body=r["body"],
+            born_timestamp=int(r["born_timestamp"].timestamp() * 1000),
+            store_timestamp=int(r["store_timestamp"].timestamp() * 1000),
+        )
+        for r in table.to_pylist()
+    ]
+
+
+def pull_both(consumer: PullConsumer, topic: str, queue_id: int, offset: int, max_messages: int):
+    rows = consumer.pull(topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
+    columns = consumer.pull_table(topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
+    return rows, columns
+
+
+def assert_same(rows, columns) -> None:
+    assert rows_of(columns.messages) == rows.messages
+    assert (columns.next_offset, columns.min_offset, columns.max_offset) == (
+        rows.next_offset,
+        rows.min_offset,
+        rows.max_offset,
+    )
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sent=messages, data=st.data())
+def test_the_columnar_pull_returns_exactly_what_the_row_pull_returns(broker, sent, data):
+    topic = f"columns-{next(_topic_numbers)}"
+    with Producer(broker=broker.address) as producer, PullConsumer(group="g", broker=broker.address) as consumer:
+        producer.create_topic(topic, 2)
+        for m in sent:
+            producer.send(SdkMessage(topic=topic, body=m["body"], keys=m["keys"], tags=m["tags"],
+                                     properties=m["properties"]))  # fmt: skip
+        for queue_id in (0, 1):
+            _, end = consumer.queue_offsets(topic)[queue_id]
+            offset = data.draw(st.integers(0, end + 1), label="offset")
+            max_messages = data.draw(st.integers(1, 5), label="max_messages")
+            while True:
+                rows, columns = pull_both(consumer, topic, queue_id, offset, max_messages)
+                assert_same(rows, columns)
+                if not rows.messages:
+                    break
+                offset = rows.next_offset
+
+
+def test_4_mib_bodies_come_through_the_columnar_pull_whole_and_within_the_byte_budget(broker):
+    bodies = [os.urandom(4 * MiB - 1024) for _ in range(5)]
+    with Producer(broker=broker.address) as producer, PullConsumer(group="g", broker=broker.address) as consumer:
+        producer.create_topic("big", 1)
+        for body in bodies:
+            producer.send(SdkMessage(topic="big", body=body))
+        offset, pulled = 0, []
+        while offset < len(bodies):
+            rows, columns = pull_both(consumer, "big", 0, offset, 1024)
+            assert_same(rows, columns)
+            assert 1 <= columns.messages.num_rows <= 4  # 16 MiB: four of them at most
+            pulled += columns.messages.column("body").to_pylist()
+            offset = columns.next_offset
+    assert pulled == bodies
+
+
+def test_the_byte_budget_cuts_both_reads_at_the_same_message(tmp_path: Path):
+    """Sizes are stored bytes: body, ids, keys and properties as JSON, tags (text as UTF-8)."""
+
+    async def scenario() -> None:
+        store = Store(tmp_path)
+        await store.create_topic("t", 1)
+        placed = [(Message(topic="t", body=b"x" * 100, message_id=f"m{i}", tags="ü"), 0) for i in range(5)]
+        await store.append(placed, 1)
+        size = 100 + len("m0") + len("") + len("[]") + len("ü".encode()) + len("{}")
+        for max_bytes, limit, offset, expected in [
+            (3 * size, 10, 0, 3),  # exactly three fit
+            (3 * size - 1, 10, 0, 2),  # one byte short of the third
+            (size - 1, 10, 0, 1),  # not even one fits: one anyway
+            (10 * size, 2, 0, 2),  # the count limit first
+            (10 * size, 10, 3, 2),  # from the middle to the end
+            (10 * size, 10, 5, 0),  # at the end
+        ]:
+            read = store.read("t", 0, offset, limit, max_bytes)
+            columns = store.read_columns("t", 0, offset, limit, max_bytes)
+            assert [m.queue_offset for m in read] == list(columns.queue_offsets)
+            assert len(read) == expected, (max_bytes, limit, offset)
+            assert list(columns.bodies) == [m.body for m in read]
+        store.close()
+
+    asyncio.run(scenario())
