@@ -1,14 +1,17 @@
-"""Rows per second from the broker into a Spark streaming query, beside a plain Python pull.
+"""Rows per second from the broker into Spark, beside what bounds it, all in one run.
 
     .venv/bin/python -m bench.spark_ingest --messages 1000000 --body 1024
 
 A store of committed 1 KB messages in 4 queues is built through the store's API, a broker
 process serves it, and in the same run:
-1. a plain Python pull of every message (one client, fetch 1024, the Spark source's own client);
-2. a Spark streaming query (local[2], Trigger.AvailableNow, noop sink) over the same messages,
-   with the source yielding Arrow record batches (what it ships), and the same query with a
-   variant of the source that yields tuples instead, to show which is faster (run alternately,
-   twice each, best run of each reported).
+1. the old row pull (``Pull``, fetch 1024) of every message, by one client;
+2. the columnar pull (``PullColumns``, fetch 1024) of every message into Arrow batches, the four
+   queues in parallel (a thread and a channel each), as Spark's tasks read them;
+3. Spark (local[2], Trigger.AvailableNow, noop sink) through the ``halfmq`` source;
+4. the ceiling of any Python source here: the same query over a source with the same partitions
+   that yields prebuilt Arrow batches and does no I/O;
+5. Spark reading the same rows from a local Parquet file (written from the columnar pull).
+Spark figures are the best of two runs, run alternately, so JVM warm-up favours none.
 """
 
 from __future__ import annotations
@@ -21,12 +24,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from bench.txn import free_port, start
 from broker.model import Message
 from broker.store import Flush, Store
+from producer_sdk.columns import ARROW_SCHEMA, record_batch
 from spark_consumer.client import BrokerReader
 from spark_consumer.options import SourceOptions
 from spark_consumer.source import HalfmqDataSource, HalfmqStreamReader
@@ -49,7 +57,7 @@ async def fill(path: Path, messages: int, body: bytes, chunk: int = 512) -> None
     store.close()
 
 
-def plain_pull(address: str) -> tuple[int, float]:
+def row_pull(address: str) -> tuple[int, float]:
     count = 0
     began = time.perf_counter()
     with BrokerReader(address) as broker:
@@ -62,33 +70,54 @@ def plain_pull(address: str) -> tuple[int, float]:
     return count, time.perf_counter() - began
 
 
-class TupleStreamReader(HalfmqStreamReader):
-    """The shipped reader, but ``read`` yields one tuple per message instead of Arrow batches."""
+def columnar_pull(address: str, parquet: Path | None = None) -> tuple[int, float]:
+    """Every message as Arrow batches, the queues pulled in parallel (one thread and channel
+    each); with ``parquet``, also written there (not timed then)."""
 
-    def read(self, partition: Any) -> Iterator[tuple[Any, ...]]:
-        import datetime
-
-        utc = datetime.UTC
-        with BrokerReader(partition.broker) as broker:
-            offset = partition.start
-            while offset < partition.end:
-                reply = broker.pull(partition.topic, partition.queue_id, offset, min(1024, partition.end - offset))
-                for m in reply.messages:
-                    yield (
-                        m.topic, m.queue_id, m.queue_offset, m.message_id, m.transaction_id, list(m.keys), m.tags,
-                        dict(m.properties), m.body, datetime.datetime.fromtimestamp(m.born_timestamp / 1000, utc),
-                        datetime.datetime.fromtimestamp(m.store_timestamp / 1000, utc),
-                    )  # fmt: skip
+    def pull_queue(queue: int, low: int, high: int) -> list[pa.RecordBatch]:
+        batches = []
+        with BrokerReader(address) as broker:
+            offset = low
+            while offset < high:
+                reply = broker.pull_columns("bench", queue, offset, 1024)
+                batches.append(record_batch("bench", queue, reply))
                 offset = reply.next_offset
+        return batches
+
+    with BrokerReader(address) as broker:
+        ranges = broker.ranges(("bench",))["bench"]
+    began = time.perf_counter()
+    with ThreadPoolExecutor(len(ranges)) as pool:
+        pulled = [b for batches in pool.map(lambda q: pull_queue(q, *ranges[q]), ranges) for b in batches]
+    elapsed = time.perf_counter() - began
+    if parquet is not None:
+        pq.write_table(pa.Table.from_batches(pulled, ARROW_SCHEMA), parquet)
+    return sum(b.num_rows for b in pulled), elapsed
 
 
-class TupleDataSource(HalfmqDataSource):
+class CeilingStreamReader(HalfmqStreamReader):
+    """The shipped reader's planning (same offsets, same partitions), but ``read`` yields prebuilt
+    Arrow batches of the same shape and does no I/O: what any Python source can reach here."""
+
+    def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+        body = b"x" * 1024
+        batch = pa.RecordBatch.from_pylist(
+            [{"topic": "bench", "queue_id": partition.queue_id, "queue_offset": i, "message_id": f"m{i}",
+              "transaction_id": "", "keys": [], "tags": "", "properties": [], "body": body,
+              "born_timestamp": 0, "store_timestamp": 0} for i in range(1024)],
+            schema=ARROW_SCHEMA,
+        )  # fmt: skip
+        for at in range(partition.start, partition.end, 1024):
+            yield batch.slice(0, min(1024, partition.end - at))
+
+
+class CeilingDataSource(HalfmqDataSource):
     @classmethod
     def name(cls) -> str:
-        return "halfmq_tuples"
+        return "halfmq_ceiling"
 
-    def streamReader(self, schema: Any) -> TupleStreamReader:
-        return TupleStreamReader(SourceOptions.parse(self.options, streaming=True))
+    def streamReader(self, schema: Any) -> CeilingStreamReader:
+        return CeilingStreamReader(SourceOptions.parse(self.options, streaming=True))
 
 
 def spark_ingest(spark: Any, fmt: str, address: str) -> tuple[int, float]:
@@ -105,6 +134,14 @@ def spark_ingest(spark: Any, fmt: str, address: str) -> tuple[int, float]:
     return rows, elapsed
 
 
+def parquet_read(spark: Any, path: Path) -> tuple[int, float]:
+    began = time.perf_counter()
+    frame = spark.read.parquet(str(path))
+    frame.write.format("noop").mode("overwrite").save()
+    elapsed = time.perf_counter() - began
+    return frame.count(), elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=1_000_000)
@@ -117,22 +154,12 @@ def main() -> None:
 
     port = free_port()
     broker = start(
-        [
-            sys.executable,
-            "-m",
-            "broker",
-            "--data-dir",
-            str(data),
-            "--grpc-port",
-            str(port),
-            "--http-port",
-            "0",
-            "--rocketmq-port",
-            "0",
-        ],
+        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0",
+         "--rocketmq-port", "0"],
         "ready",
-    )
+    )  # fmt: skip
     address = f"127.0.0.1:{port}"
+    parquet = data / "bench.parquet"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
@@ -141,28 +168,35 @@ def main() -> None:
     spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark_consumer.register(spark)
-    spark.dataSource.register(TupleDataSource)
+    spark.dataSource.register(CeilingDataSource)
     try:
-        pulled, pull_seconds = plain_pull(address)
-        # Alternate the two variants and keep each one's best run, so JVM warm-up favours neither.
-        runs: dict[str, list[tuple[int, float]]] = {"halfmq_tuples": [], "halfmq": []}
+        rows = row_pull(address)
+        columns = columnar_pull(address, parquet)
+        runs: dict[str, list[tuple[int, float]]] = {"halfmq": [], "halfmq_ceiling": [], "parquet": []}
         for _ in range(2):
-            for fmt, results in runs.items():
-                results.append(spark_ingest(spark, fmt, address))
-        arrow_rows, arrow_seconds = min(runs["halfmq"], key=lambda r: r[1])
-        tuple_rows, tuple_seconds = min(runs["halfmq_tuples"], key=lambda r: r[1])
+            runs["halfmq"].append(spark_ingest(spark, "halfmq", address))
+            runs["halfmq_ceiling"].append(spark_ingest(spark, "halfmq_ceiling", address))
+            runs["parquet"].append(parquet_read(spark, parquet))
+        best = {name: min(results, key=lambda r: r[1]) for name, results in runs.items()}
     finally:
         spark.stop()
         broker.terminate()
         broker.wait()
-    for name, rows, seconds in (
-        ("plain Python pull", pulled, pull_seconds),
-        ("Spark streaming, Arrow rows", arrow_rows, arrow_seconds),
-        ("Spark streaming, tuple rows", tuple_rows, tuple_seconds),
+    rate = {}
+    for name, (count, seconds) in (
+        ("old row pull", rows),
+        ("columnar pull", columns),
+        ("Spark via halfmq", best["halfmq"]),
+        ("Spark, no-I/O Python source", best["halfmq_ceiling"]),
+        ("Spark from Parquet", best["parquet"]),
     ):
-        print(f"{name + ':':<30}{rows:>10,} rows in {seconds:6.1f}s = {rows / seconds:>9,.0f} rows/s")
-    print(f"ratio Spark (Arrow) / plain pull: {(arrow_rows / arrow_seconds) / (pulled / pull_seconds):.2f}")
-    print(f"ratio Arrow / tuples: {(arrow_rows / arrow_seconds) / (tuple_rows / tuple_seconds):.2f}")
+        rate[name] = count / seconds
+        print(f"{name + ':':<30}{count:>10,} rows in {seconds:6.1f}s = {rate[name]:>10,.0f} rows/s")
+    print(
+        f"ratio Spark via halfmq / no-I/O ceiling: {rate['Spark via halfmq'] / rate['Spark, no-I/O Python source']:.2f}"
+    )
+    print(f"ratio Spark via halfmq / Parquet: {rate['Spark via halfmq'] / rate['Spark from Parquet']:.2f}")
+    print(f"ratio columnar pull / old row pull: {rate['columnar pull'] / rate['old row pull']:.2f}")
     subprocess.run(["rm", "-rf", str(data)], check=False)
 
 

@@ -47,9 +47,9 @@ def record_batch(topic: str, queue_id: int, reply: pb.PullColumnsResponse) -> pa
         _int64s(reply.queue_offsets, count),
         _packed(pa.string(), reply.message_ids, count),
         _packed(pa.string(), reply.transaction_ids, count),
-        _json_column(reply.keys, count, b"[]", KEYS, lambda text: json.loads(text)),
+        _json_column(reply.keys, count, KEYS, lambda text: json.loads(text)),
         _packed(pa.string(), reply.tags, count),
-        _json_column(reply.properties, count, b"{}", PROPERTIES, lambda text: list(json.loads(text).items())),
+        _json_column(reply.properties, count, PROPERTIES, lambda text: list(json.loads(text).items())),
         _packed(pa.binary(), reply.bodies, count),
         _timestamps(reply.born_timestamps, count),
         _timestamps(reply.store_timestamps, count),
@@ -82,7 +82,8 @@ def _timestamps(data: bytes, count: int) -> pa.Array:
 
 
 def _packed(kind: pa.DataType, column: pb.PackedColumn, count: int) -> pa.Array:
-    offsets = pa.py_buffer(_native(column.offsets, "i"))
+    """A string or binary column; sent empty, every value is empty."""
+    offsets = pa.py_buffer(_native(column.offsets, "i") if column.offsets else bytes(4 * (count + 1)))
     return pa.Array.from_buffers(kind, count, [None, offsets, pa.py_buffer(column.data)])
 
 
@@ -91,11 +92,9 @@ def _repeated(value: bytes, count: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(value * count)])
 
 
-def _json_column(
-    column: pb.PackedColumn, count: int, empty: bytes, kind: pa.DataType, parse: Callable[[bytes], object]
-) -> pa.Array:
-    """A keys or properties column: all empty in one step (the common case), else parsed."""
-    if column.data == empty * count:
+def _json_column(column: pb.PackedColumn, count: int, kind: pa.DataType, parse: Callable[[bytes], object]) -> pa.Array:
+    """A keys or properties column: sent empty, every message has none (the common case); else parsed."""
+    if not column.offsets:
         offsets = pa.py_buffer(bytes(4 * (count + 1)))
         if kind == KEYS:
             return pa.Array.from_buffers(kind, count, [None, offsets], children=[pa.array([], pa.string())])

@@ -72,9 +72,9 @@ def columns_to_pb(batch: PullBatch[QueueColumns]) -> pb.PullColumnsResponse:
         queue_offsets=_int64s(c.queue_offsets),
         message_ids=_packed(c.message_ids),
         transaction_ids=_packed(c.transaction_ids),
-        keys=_packed(c.keys),
+        keys=_packed(c.keys, b"[]"),
         tags=_packed(c.tags),
-        properties=_packed(c.properties),
+        properties=_packed(c.properties, b"{}"),
         bodies=_packed(c.bodies),
         born_timestamps=_int64s(c.born_timestamps),
         store_timestamps=_int64s(c.store_timestamps),
@@ -95,7 +95,9 @@ def _int64s(values: Iterable[int]) -> bytes:
     return _little_endian(values, "q")
 
 
-def _packed(values: Sequence[bytes]) -> pb.PackedColumn:
+def _packed(values: Sequence[bytes], default: bytes = b"") -> pb.PackedColumn:
+    if values.count(default) == len(values):  # the common case for all but ids and bodies
+        return pb.PackedColumn()
     return pb.PackedColumn(offsets=_little_endian(accumulate(map(len, values), initial=0), "i"), data=b"".join(values))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
 from broker.model import Message, QueueColumns, StoredMessage, Topic
@@ -12,6 +12,11 @@ from broker.store.base import StoreBase
 from broker.store.sql import INSERT_MESSAGE, MESSAGE_COLUMNS, message_row, row_to_message, rows_in, translated
 
 _FROM_QUEUE = "FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ? ORDER BY queue_offset"
+# The columns of QueueColumns: text as UTF-8 bytes.
+_BYTE_COLUMNS = (
+    "queue_offset, CAST(message_id AS BLOB), CAST(transaction_id AS BLOB), CAST(keys AS BLOB), CAST(tags AS BLOB),"
+    " CAST(properties AS BLOB), body, born_timestamp, store_timestamp"
+)
 # What a message takes in a pull: its stored bytes (text counted as UTF-8).
 _SIZE = (
     "length(body) + length(CAST(message_id AS BLOB)) + length(CAST(transaction_id AS BLOB))"
@@ -19,16 +24,23 @@ _SIZE = (
 )
 
 
-def _extent(conn: sqlite3.Connection, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> int:
-    """How many messages a read from ``offset`` returns: at most ``limit``, stopping before the one
-    that would take the total past ``max_bytes``, but at least one if there is one. Counted in
-    SQL from the rows' lengths, which SQLite knows without loading the bodies."""
-    total, fitting = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(running <= ?), 0) FROM (SELECT SUM(size) OVER (ORDER BY queue_offset)"
-        f" AS running FROM (SELECT queue_offset, {_SIZE} AS size {_FROM_QUEUE} LIMIT ?))",
-        (max_bytes, topic, queue_id, offset, limit),
-    ).fetchone()
-    return int(max(fitting, min(total, 1)))
+def _within_budget(
+    conn: sqlite3.Connection, columns: str, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int
+) -> list[Any]:
+    """Rows of ``columns`` (after the row's size, its first value) of the queue from ``offset`` on:
+    at most ``limit``, stopping before the one that would take the total past ``max_bytes``, but
+    at least one if there is one. Rows are stepped one at a time, so no more than one row past
+    the budget is ever loaded."""
+    cursor = conn.execute(f"SELECT {_SIZE}, {columns} {_FROM_QUEUE} LIMIT ?", (topic, queue_id, offset, limit))
+    rows: list[Any] = []
+    total = 0
+    for row in cursor:
+        total += row[0]
+        if rows and total > max_bytes:
+            break
+        rows.append(row)
+    cursor.close()
+    return rows
 
 
 class LogStore(StoreBase):
@@ -125,24 +137,15 @@ class LogStore(StoreBase):
 
     @translated
     def read(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> list[StoredMessage]:
-        """Messages of the queue from ``offset`` on, as many as ``extent`` allows, in offset order."""
-        conn = self._reader()
-        count = _extent(conn, topic, queue_id, offset, limit, max_bytes)
-        rows = conn.execute(f"SELECT {MESSAGE_COLUMNS} {_FROM_QUEUE} LIMIT ?", (topic, queue_id, offset, count))
-        return [row_to_message(row) for row in rows]
+        """Messages of the queue from ``offset`` on, in offset order, as many as ``_within_budget`` allows."""
+        rows = _within_budget(self._reader(), MESSAGE_COLUMNS, topic, queue_id, offset, limit, max_bytes)
+        return [row_to_message(row[1:]) for row in rows]
 
     @translated
     def read_columns(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> QueueColumns:
         """``read`` as columns: the same messages, with no object per message."""
-        conn = self._reader()
-        count = _extent(conn, topic, queue_id, offset, limit, max_bytes)
-        rows = conn.execute(
-            "SELECT queue_offset, CAST(message_id AS BLOB), CAST(transaction_id AS BLOB), CAST(keys AS BLOB),"
-            " CAST(tags AS BLOB), CAST(properties AS BLOB), body, born_timestamp, store_timestamp"
-            f" {_FROM_QUEUE} LIMIT ?",
-            (topic, queue_id, offset, count),
-        ).fetchall()
-        return QueueColumns(*(zip(*rows, strict=True) if rows else ((),) * 9))
+        rows = _within_budget(self._reader(), _BYTE_COLUMNS, topic, queue_id, offset, limit, max_bytes)
+        return QueueColumns(*(list(zip(*rows, strict=True))[1:] if rows else ((),) * 9))
 
     @translated
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
