@@ -1,8 +1,10 @@
-"""An idempotent SQLite sink for per-key totals: the batch id is stored with the state it updates.
+"""An idempotent SQLite sink for per-key totals: the batch's identity is stored with the state it updates.
 
 This is Storm's "transaction id stored with the count" and the Spark form of Flink's two-phase
-commit: Spark replays a micro-batch with the same id after a crash, and a batch id already
-recorded changes nothing, so every committed message is counted exactly once.
+commit: Spark replays a micro-batch with the same id after a crash, and a batch already recorded
+changes nothing, so every committed message is counted exactly once. A batch is named by the
+streaming query's id (kept in its checkpoint across restarts) and the batch id: a query started
+on a fresh checkpoint counts batch ids from 0 again, and its batches are new ones.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from pathlib import Path
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS totals (key TEXT PRIMARY KEY, amount REAL NOT NULL, events INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS applied_batches (batch_id INTEGER PRIMARY KEY, events INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS applied_batches (
+    query_id TEXT NOT NULL, batch_id INTEGER NOT NULL, events INTEGER NOT NULL, PRIMARY KEY (query_id, batch_id)
+);
 """
 
 
@@ -26,16 +30,23 @@ class TotalsSink:
         self.guard = guard
         with self._connect() as conn:
             conn.executescript(_DDL)
+            columns = {name for _, name, *_ in conn.execute("PRAGMA table_info(applied_batches)")}
+        if "query_id" not in columns:
+            raise ValueError(f"{path} is from an older sink that keyed batches by batch id alone; start a new file")
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, isolation_level=None, timeout=30)
 
-    def apply(self, batch_id: int, totals: Iterable[tuple[str, float, int]]) -> bool:
-        """Add a batch's per-key (amount, events) in one transaction; False if the batch was already applied."""
+    def apply(self, query_id: str, batch_id: int, totals: Iterable[tuple[str, float, int]]) -> bool:
+        """Add a batch's per-key (amount, events) in one transaction; False if this query's batch
+        was already applied."""
         conn = self._connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            if self.guard and conn.execute("SELECT 1 FROM applied_batches WHERE batch_id = ?", (batch_id,)).fetchone():
+            applied = conn.execute(
+                "SELECT 1 FROM applied_batches WHERE query_id = ? AND batch_id = ?", (query_id, batch_id)
+            ).fetchone()
+            if self.guard and applied:
                 conn.execute("ROLLBACK")
                 return False
             events = 0
@@ -46,7 +57,10 @@ class TotalsSink:
                     (key, amount, count),
                 )
                 events += count
-            conn.execute("INSERT OR REPLACE INTO applied_batches (batch_id, events) VALUES (?, ?)", (batch_id, events))
+            conn.execute(
+                "INSERT OR REPLACE INTO applied_batches (query_id, batch_id, events) VALUES (?, ?, ?)",
+                (query_id, batch_id, events),
+            )
             conn.execute("COMMIT")
             return True
         finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from producer_sdk import Message, TransactionProducer
+from producer_sdk import Message, PullConsumer, TransactionProducer
 from spark_consumer.sink import TotalsSink
 from tests.support import ScriptedListener
 
@@ -46,9 +46,10 @@ def run_job(address: str, work: Path, *extra: str) -> subprocess.CompletedProces
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
-def applied_batches(work: Path) -> list[int]:
+def applied_batches(work: Path) -> list[tuple[str, int]]:
+    """(query id, batch id) of every applied batch, in the order they were applied."""
     with sqlite3.connect(work / "totals.db") as conn:
-        return [b for (b,) in conn.execute("SELECT batch_id FROM applied_batches ORDER BY batch_id")]
+        return conn.execute("SELECT query_id, batch_id FROM applied_batches ORDER BY rowid").fetchall()
 
 
 def amounts(work: Path) -> dict[str, float]:
@@ -56,7 +57,8 @@ def amounts(work: Path) -> dict[str, float]:
 
 
 def batch_amounts(work: Path, batch_id: int) -> Counter[str]:
-    table = pq.read_table(work / "parquet" / f"batch_id={batch_id}")
+    ((query_id, _), *_) = applied_batches(work)
+    table = pq.read_table(work / "parquet" / f"query_id={query_id}" / f"batch_id={batch_id}")
     totals: Counter[str] = Counter()
     for customer, amount in zip(table["customer"].to_pylist(), table["amount"].to_pylist(), strict=True):
         totals[customer] += amount
@@ -70,12 +72,13 @@ def test_a_crash_between_sink_commit_and_spark_commit_is_replayed_without_double
 
     crashed = run_job(broker.address, tmp_path, "--crash-after-batch", "1", *flags)
     assert crashed.returncode == 3, crashed.stderr[-3000:]
-    assert applied_batches(tmp_path) == [0, 1]
+    assert [b for _, b in applied_batches(tmp_path)] == [0, 1]
     replayed_batch = batch_amounts(tmp_path, 1)
 
     finished = run_job(broker.address, tmp_path, *flags)
     assert finished.returncode == 0, finished.stderr[-3000:]
-    assert applied_batches(tmp_path) == [0, 1, 2]
+    assert [b for _, b in applied_batches(tmp_path)] == [0, 1, 2]
+    assert len({q for q, _ in applied_batches(tmp_path)}) == 1, "a restart from the checkpoint is the same query"
     assert batch_amounts(tmp_path, 1) == replayed_batch, "the replayed batch read exactly the same messages"
     if guarded:
         assert "batch 1: already applied, skipped" in finished.stderr
@@ -84,3 +87,22 @@ def test_a_crash_between_sink_commit_and_spark_commit_is_replayed_without_double
         doubled = {c: expected[c] + replayed_batch.get(c, 0) for c in expected}
         assert amounts(tmp_path) == doubled
         assert amounts(tmp_path) != expected
+
+
+def test_a_query_on_a_fresh_checkpoint_applies_its_batches_although_their_ids_were_seen(broker, tmp_path):
+    expected = send_orders(broker.address, 20)
+    first = run_job(broker.address, tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    with PullConsumer(group="test", broker=broker.address) as consumer:
+        ends = {str(q): high for q, (_, high) in consumer.queue_offsets("orders").items()}
+    more = send_orders(broker.address, 20)
+    fresh = tmp_path / "fresh-checkpoint"
+    second = run_job(broker.address, tmp_path, "--checkpoint", str(fresh), "--starting-offsets",
+                     json.dumps({"orders": ends}))  # fmt: skip
+    assert second.returncode == 0, second.stderr[-3000:]
+    applied = applied_batches(tmp_path)
+    queries = list(dict.fromkeys(q for q, _ in applied))
+    assert len(queries) == 2
+    assert next(b for q, b in applied if q == queries[1]) == 0, "the new query counts its batch ids from 0"
+    assert "already applied, skipped" not in second.stderr
+    assert amounts(tmp_path) == {c: expected[c] + more[c] for c in expected}

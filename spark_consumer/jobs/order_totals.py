@@ -5,9 +5,11 @@
     spark-submit spark_consumer/jobs/order_totals.py ...   # the same, on a cluster
 
 An order event's body is JSON: {"order": "o-1", "customer": "c-1", "amount": 30}. Each
-micro-batch writes its events to ``<parquet>/batch_id=<id>`` (overwritten on replay) and adds
-its per-customer totals to the SQLite sink with its batch id, in one SQLite transaction; a
-replayed batch (same id, same messages) changes nothing.
+micro-batch writes its events to ``<parquet>/query_id=<query>/batch_id=<id>`` (overwritten on
+replay) and adds its per-customer totals to the SQLite sink with the query's id and its batch id,
+in one SQLite transaction; a replayed batch (same query, same id, same messages) changes nothing.
+The query id lives in the checkpoint: a fresh checkpoint is a new query, whose batch ids start
+at 0 again and are applied as new batches.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import spark_consumer
 from spark_consumer.sink import TotalsSink
 
 EVENT_SCHEMA = "order string, customer string, amount double"
+# The streaming query's id (kept in its checkpoint across restarts), set by Spark for the batch's thread.
+QUERY_ID = "sql.streaming.queryId"
 log = logging.getLogger("order_totals")
 
 
@@ -64,11 +68,14 @@ def events(frame: DataFrame) -> DataFrame:
 
 def process_batch(args: argparse.Namespace, sink: TotalsSink) -> Any:
     def process(frame: DataFrame, batch_id: int) -> None:
+        query_id = frame.sparkSession.sparkContext.getLocalProperty(QUERY_ID)
+        if not query_id:
+            raise RuntimeError(f"Spark did not give this batch its query id ({QUERY_ID})")
         batch = events(frame).cache()
-        batch.write.mode("overwrite").parquet(str(args.parquet / f"batch_id={batch_id}"))
+        batch.write.mode("overwrite").parquet(str(args.parquet / f"query_id={query_id}" / f"batch_id={batch_id}"))
         totals = batch.groupBy("customer").agg(F.sum("amount").alias("amount"), F.count("*").alias("events"))
-        applied = sink.apply(batch_id, [(r.customer, r.amount, r.events) for r in totals.collect()])
-        log.info("batch %d: %s", batch_id, "applied" if applied else "already applied, skipped")
+        applied = sink.apply(query_id, batch_id, [(r.customer, r.amount, r.events) for r in totals.collect()])
+        log.info("query %s batch %d: %s", query_id, batch_id, "applied" if applied else "already applied, skipped")
         batch.unpersist()
         if args.crash_after_batch == batch_id:
             os._exit(3)  # after the sink's commit, before Spark records the batch as done
