@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from itertools import accumulate
 
 from broker.errors import InvalidArgument
@@ -65,23 +65,30 @@ def stored_to_pb(message: StoredMessage) -> pb.StoredMessage:
 
 
 def columns_to_pb(batch: PullBatch[QueueColumns]) -> pb.PullColumnsResponse:
-    """A pull as packed columns: joins and packs in C, no Python work per message."""
+    """A pull as packed columns: joins and packs in C, no Python work per message. Fields are set
+    in place: a submessage passed to a constructor is copied through a serialize and a parse."""
     c = batch.messages
-    return pb.PullColumnsResponse(
+    reply = pb.PullColumnsResponse(
         count=len(c),
         queue_offsets=_int64s(c.queue_offsets),
-        message_ids=_packed(c.message_ids),
-        transaction_ids=_packed(c.transaction_ids),
-        keys=_packed(c.keys, b"[]"),
-        tags=_packed(c.tags),
-        properties=_packed(c.properties, b"{}"),
-        bodies=_packed(c.bodies),
         born_timestamps=_int64s(c.born_timestamps),
         store_timestamps=_int64s(c.store_timestamps),
         next_offset=batch.next_offset,
         min_offset=batch.min_offset,
         max_offset=batch.max_offset,
     )
+    for column, values, default in (
+        (reply.message_ids, c.message_ids, b""),
+        (reply.transaction_ids, c.transaction_ids, b""),
+        (reply.keys, c.keys, b"[]"),
+        (reply.tags, c.tags, b""),
+        (reply.properties, c.properties, b"{}"),
+        (reply.bodies, c.bodies, b""),
+    ):
+        if values.count(default) != len(values):  # all-default columns stay empty
+            column.offsets = _little_endian(accumulate(map(len, values), initial=0), "i")
+            column.data = b"".join(values)
+    return reply
 
 
 def _little_endian(values: Iterable[int], typecode: str) -> bytes:
@@ -93,12 +100,6 @@ def _little_endian(values: Iterable[int], typecode: str) -> bytes:
 
 def _int64s(values: Iterable[int]) -> bytes:
     return _little_endian(values, "q")
-
-
-def _packed(values: Sequence[bytes], default: bytes = b"") -> pb.PackedColumn:
-    if values.count(default) == len(values):  # the common case for all but ids and bodies
-        return pb.PackedColumn()
-    return pb.PackedColumn(offsets=_little_endian(accumulate(map(len, values), initial=0), "i"), data=b"".join(values))
 
 
 def send_result_to_pb(message: StoredMessage) -> pb.SendResult:
