@@ -79,8 +79,7 @@ def test_the_columnar_pull_returns_exactly_what_the_row_pull_returns(broker, sen
             producer.send(SdkMessage(topic=topic, body=m["body"], keys=m["keys"], tags=m["tags"],
                                      properties=m["properties"]))  # fmt: skip
         for queue_id in (0, 1):
-            _, end = consumer.queue_offsets(topic)[queue_id]
-            offset = data.draw(st.integers(0, end + 1), label="offset")
+            offset = data.draw(st.integers(0, 13), label="offset")  # past the end too
             max_messages = data.draw(st.integers(1, 5), label="max_messages")
             while True:
                 rows, columns = pull_both(consumer, topic, queue_id, offset, max_messages)
