@@ -11,7 +11,9 @@ process serves it, and in the same run:
 4. the ceiling of any Python source here: the same query over a source with the same partitions
    that yields prebuilt Arrow batches and does no I/O;
 5. Spark reading the same rows from a local Parquet file (written from the columnar pull).
-Spark figures are the best of two runs, run alternately, so JVM warm-up favours none.
+Spark figures are the best of two runs, run alternately, so JVM warm-up favours none. Then
+transaction traffic on the same broker (bench/txn.py's shared-async shape, 64 in flight): alone,
+and while a Spark ingest of every message runs, with the ratio of the two.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.txn import free_port, start
+from bench.txn import Listener, free_port, run_shape, start
 from broker.model import Message
 from broker.store import Flush, Store
 from producer_sdk.columns import ARROW_SCHEMA, record_batch
@@ -93,6 +95,9 @@ def columnar_pull(address: str, parquet: Path | None = None) -> tuple[int, float
     if parquet is not None:
         pq.write_table(pa.Table.from_batches(pulled, ARROW_SCHEMA), parquet)
     return sum(b.num_rows for b in pulled), elapsed
+
+
+TXN_SECONDS = 10
 
 
 class CeilingStreamReader(HalfmqStreamReader):
@@ -178,6 +183,11 @@ def main() -> None:
             runs["halfmq_ceiling"].append(spark_ingest(spark, "halfmq_ceiling", address))
             runs["parquet"].append(parquet_read(spark, parquet))
         best = {name: min(results, key=lambda r: r[1]) for name, results in runs.items()}
+        txn_alone = run_shape("shared-async", address, 64, TXN_SECONDS, os.urandom(args.body), Listener(0.0))
+        with ThreadPoolExecutor(1) as pool:
+            during = pool.submit(spark_ingest, spark, "halfmq", address)
+            txn_during = run_shape("shared-async", address, 64, TXN_SECONDS, os.urandom(args.body), Listener(0.0))
+            ingest_during = during.result()
     finally:
         spark.stop()
         broker.terminate()
@@ -197,6 +207,11 @@ def main() -> None:
     )
     print(f"ratio Spark via halfmq / Parquet: {rate['Spark via halfmq'] / rate['Spark from Parquet']:.2f}")
     print(f"ratio columnar pull / old row pull: {rate['columnar pull'] / rate['old row pull']:.2f}")
+    for name, txn in (("alone", txn_alone), ("during a Spark ingest", txn_during)):
+        latency = f"p50 {txn['p50_ms']:.1f} ms, p99 {txn['p99_ms']:.1f} ms"
+        print(f"transactions {name + ':':<24}{txn['tps']:>8,.0f} txn/s, {latency}")
+    print(f"Spark ingest meanwhile: {ingest_during[0] / ingest_during[1]:,.0f} rows/s")
+    print(f"ratio transactions during ingest / alone: {txn_during['tps'] / txn_alone['tps']:.2f}")
     subprocess.run(["rm", "-rf", str(data)], check=False)
 
 
