@@ -22,7 +22,8 @@ from broker.store.writer import GroupCommitWriter
 
 DB_FILE = "halfmq.db"
 READER_THREADS = 4
-READ_MMAP_BYTES = 1 << 30
+# As much as SQLite allows (its build caps it: 2 GB in Python's); the rest is read as before.
+READ_MMAP_BYTES = 1 << 40
 P = ParamSpec("P")
 T = TypeVar("T")
 
