@@ -345,3 +345,52 @@ def test_with_an_auth_token_official_clients_must_sign_with_it(tmp_path):
 def readable_with_token(broker) -> list[bytes]:
     with PullConsumer(group="audit", broker=broker.address, token="s3cret") as consumer:
         return sorted(m.body for q in range(4) for m in consumer.pull("orders", queue_id=q, offset=0).messages)
+
+
+def test_a_signature_over_an_old_future_or_empty_date_is_refused_and_stores_nothing(tmp_path):
+    """The signature covers only x-mq-date-time: the date must be within 15 minutes of now, so a
+    captured signature stops working (issue 11). Clients write local time with a "Z", so a date
+    near the broker's local clock counts as well as one near its UTC clock."""
+    import hashlib
+    import hmac
+    from datetime import UTC, datetime, timedelta
+
+    from broker.rocketmq_api.protocol import load
+
+    definition, service, service_grpc = load()
+    broker = BrokerThread(broker_settings(tmp_path / "data", auth_token="s3cret"))
+    now = datetime.now(UTC)
+
+    def signed(date: str) -> list[tuple[str, str]]:
+        signature = hmac.new(b"s3cret", date.encode(), hashlib.sha1).hexdigest()
+        authorization = f"MQv2-HMAC-SHA1 Credential=ak, SignedHeaders=x-mq-date-time, Signature={signature}"
+        return [("x-mq-date-time", date), ("authorization", authorization)]
+
+    def stamp(moment: datetime) -> str:
+        return moment.strftime("%Y%m%dT%H%M%SZ")
+
+    send = service.SendMessageRequest(
+        messages=[
+            definition.Message(
+                topic=definition.Resource(name="orders"),
+                system_properties=definition.SystemProperties(message_id="sig-1", message_type=definition.NORMAL),
+                body=b"x",
+            )
+        ]
+    )
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{broker.broker.rocketmq_port}") as channel:
+            stub = service_grpc.MessagingServiceStub(channel)
+            before = store_snapshot(broker.broker.settings.data_dir)
+            for date in ("20000101T000000Z", "", stamp(now - timedelta(minutes=16)),
+                         stamp(now + timedelta(minutes=16)), "not a date"):  # fmt: skip
+                with pytest.raises(grpc.RpcError) as refused:
+                    stub.SendMessage(send, metadata=signed(date))
+                assert refused.value.code() is grpc.StatusCode.UNAUTHENTICATED, date
+            assert store_snapshot(broker.broker.settings.data_dir) == before
+            for moment in (now - timedelta(minutes=14), now.astimezone().replace(tzinfo=None)):
+                reply = stub.SendMessage(send, metadata=signed(stamp(moment)))
+                assert reply.status.code == definition.OK
+        assert [r[0] for r in topic_rows(broker.broker.settings.data_dir, "orders")] == ["sig-1"]
+    finally:
+        broker.stop()

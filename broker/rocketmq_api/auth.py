@@ -2,8 +2,10 @@
 
 RocketMQ 5 clients sign each call with their credentials (``Credentials(ak, sk)``):
 ``authorization: MQv2-HMAC-SHA1 Credential=<ak>, SignedHeaders=x-mq-date-time, Signature=<hex>``,
-the signature being HMAC-SHA1 of the ``x-mq-date-time`` header keyed by ``sk``. With an auth
-token, halfmq accepts a call only if it is signed with ``sk`` = the token (any access key).
+the signature being HMAC-SHA1 of the ``x-mq-date-time`` header keyed by ``sk`` (RocketMQ's ACL
+compares the same digest, base64 of the hex). With an auth token, halfmq accepts a call only if
+it is signed with ``sk`` = the token (any access key) over a date within DATE_WINDOW of now. The
+date alone is signed, so without the window a captured signature would be a permanent credential.
 """
 
 from __future__ import annotations
@@ -11,24 +13,43 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
 
+DATE_WINDOW = timedelta(minutes=15)
+DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 
-def signed_with(token: str, metadata: dict[str, str]) -> bool:
-    """True if the call's metadata carries a valid signature made with ``token`` as secret key."""
+
+def recent(date: str, now: datetime) -> bool:
+    """True if ``date`` (``x-mq-date-time``) is within DATE_WINDOW of ``now`` (aware). The official
+    clients write their local time followed by "Z" (Python's ``datetime.now()``, Java's
+    ``LocalDateTime.now()``), so a date near the broker's UTC time or near its local time counts."""
+    try:
+        signed = datetime.strptime(date, DATE_FORMAT)
+    except ValueError:
+        return False
+    clocks = (now.astimezone(UTC), now.astimezone())
+    return any(abs(signed - clock.replace(tzinfo=None)) <= DATE_WINDOW for clock in clocks)
+
+
+def signed_with(token: str, metadata: dict[str, str], now: datetime) -> bool:
+    """True if the call's metadata carries a valid signature made with ``token`` as secret key,
+    over a date within DATE_WINDOW of ``now``."""
     authorization = metadata.get("authorization", "")
     scheme, _, fields = authorization.partition(" ")
     parts = dict(part.strip().partition("=")[::2] for part in fields.split(","))
     if scheme != "MQv2-HMAC-SHA1" or parts.get("SignedHeaders") != "x-mq-date-time":
         return False
-    expected = hmac.new(token.encode(), metadata.get("x-mq-date-time", "").encode(), hashlib.sha1).hexdigest()
-    return hmac.compare_digest(parts.get("Signature", "").lower(), expected)
+    date = metadata.get("x-mq-date-time", "")
+    expected = hmac.new(token.encode(), date.encode(), hashlib.sha1).hexdigest()
+    return hmac.compare_digest(parts.get("Signature", "").lower(), expected) and recent(date, now)
 
 
 class SignatureInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Refuses unsigned or wrongly signed calls with UNAUTHENTICATED before any handler runs."""
+    """Refuses unsigned, wrongly signed or stale calls with UNAUTHENTICATED before any handler runs.
+    Dates are checked against the real clock, whatever clock the broker's checks run on."""
 
     def __init__(self, token: str) -> None:
         self._token = token
@@ -37,11 +58,16 @@ class SignatureInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         self, continuation: Callable[[Any], Awaitable[Any]], details: grpc.HandlerCallDetails
     ) -> Any:
         handler = await continuation(details)
-        if handler is None or signed_with(self._token, dict(details.invocation_metadata or ())):
+        metadata = dict(details.invocation_metadata or ())
+        if handler is None or signed_with(self._token, metadata, datetime.now(UTC)):
             return handler
 
         async def deny(request: Any, context: grpc.aio.ServicerContext) -> None:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "the call must be signed with the broker's token")
+            await context.abort(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "the call must be signed with the broker's token, over an x-mq-date-time within"
+                f" {DATE_WINDOW.seconds // 60} minutes of now",
+            )
 
         if handler.stream_stream:
             return grpc.stream_stream_rpc_method_handler(deny)
