@@ -394,3 +394,34 @@ def test_a_signature_over_an_old_future_or_empty_date_is_refused_and_stores_noth
         assert [r[0] for r in topic_rows(broker.broker.settings.data_dir, "orders")] == ["sig-1"]
     finally:
         broker.stop()
+
+
+def test_loading_the_front_ends_protocol_leaves_the_official_client_importable(tmp_path):
+    """The front end loads only the generated modules, through stand-in packages that it removes,
+    so a process that also uses the official client (a test, an app embedding the broker) gets
+    the real ``rocketmq`` package afterwards."""
+    program = (
+        "from broker.rocketmq_api.protocol import load\n"
+        "definition, _, _ = load()\n"
+        "from rocketmq import ClientConfiguration, Credentials, Producer\n"
+        "import rocketmq.grpc_protocol\n"
+        "assert rocketmq.grpc_protocol.definition_pb2.Resource(name='x').SerializeToString()"
+        " == definition.Resource(name='x').SerializeToString()\n"
+        "print('real client', Producer.__module__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env={**os.environ, "HOME": str(tmp_path)},
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "real client rocketmq" in result.stdout
+
+
+@pytest.mark.parametrize("port", ["grpc_port", "rocketmq_port"])
+def test_a_second_broker_cannot_share_a_port_of_a_running_one(tmp_path, port):
+    """Neither gRPC port sets SO_REUSEPORT, so a second broker fails to bind instead of silently
+    taking half of the first one's connections."""
+    first = BrokerThread(broker_settings(tmp_path / "first"))
+    try:
+        with pytest.raises(RuntimeError, match="Failed to bind"):
+            BrokerThread(broker_settings(tmp_path / "second", **{port: getattr(first.broker, port)}))
+    finally:
+        first.stop()

@@ -393,7 +393,8 @@ def create_server(
     must be signed with it as the client's secret key."""
     server = grpc.aio.server(
         interceptors=[SignatureInterceptor(auth_token)] if auth_token else [],
-        options=[("grpc.max_receive_message_length", TRANSPORT_LIMIT), *KEEPALIVE_OPTIONS],
+        # No SO_REUSEPORT, as on the native port: a second broker must fail to bind 8081, not share it.
+        options=[("grpc.max_receive_message_length", TRANSPORT_LIMIT), ("grpc.so_reuseport", 0), *KEEPALIVE_OPTIONS],
     )
     port = server.add_insecure_port(address)
     service_grpc.add_MessagingServiceServicer_to_server(make_servicer(port), server)
