@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from broker.grpc_api.auth import TokenInterceptor
+from broker.grpc_api.auth import token_interceptor
 from broker.grpc_api.servicer import BrokerServicer
 from broker.model import MAX_WIRE_BYTES
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
@@ -31,7 +31,7 @@ def create_server(
     """Return an unstarted server for ``servicer`` bound to ``address`` and the port it got;
     with ``auth_token``, every call must carry it."""
     server = grpc.aio.server(
-        interceptors=[TokenInterceptor(auth_token)] if auth_token else [],
+        interceptors=[token_interceptor(auth_token)] if auth_token else [],
         options=[
             ("grpc.max_receive_message_length", TRANSPORT_LIMIT),
             ("grpc.max_send_message_length", TRANSPORT_LIMIT),

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import grpc
+from broker.grpc_api.auth import AuthInterceptor
 
 DATE_WINDOW = timedelta(minutes=15)
 DATE_FORMAT = "%Y%m%dT%H%M%SZ"
@@ -47,30 +45,11 @@ def signed_with(token: str, metadata: dict[str, str], now: datetime) -> bool:
     return hmac.compare_digest(parts.get("Signature", "").lower(), expected) and recent(date, now)
 
 
-class SignatureInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Refuses unsigned, wrongly signed or stale calls with UNAUTHENTICATED before any handler runs.
-    Dates are checked against the real clock, whatever clock the broker's checks run on."""
-
-    def __init__(self, token: str) -> None:
-        self._token = token
-
-    async def intercept_service(
-        self, continuation: Callable[[Any], Awaitable[Any]], details: grpc.HandlerCallDetails
-    ) -> Any:
-        handler = await continuation(details)
-        metadata = dict(details.invocation_metadata or ())
-        if handler is None or signed_with(self._token, metadata, datetime.now(UTC)):
-            return handler
-
-        async def deny(request: Any, context: grpc.aio.ServicerContext) -> None:
-            await context.abort(
-                grpc.StatusCode.UNAUTHENTICATED,
-                "the call must be signed with the broker's token, over an x-mq-date-time within"
-                f" {DATE_WINDOW.seconds // 60} minutes of now",
-            )
-
-        if handler.stream_stream:
-            return grpc.stream_stream_rpc_method_handler(deny)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(deny)
-        return grpc.unary_unary_rpc_method_handler(deny)
+def signature_interceptor(token: str) -> AuthInterceptor:
+    """Calls must be signed with ``token`` over a recent date. Dates are checked against the real
+    clock, whatever clock the broker's checks run on."""
+    return AuthInterceptor(
+        lambda metadata: signed_with(token, metadata, datetime.now(UTC)),
+        "the call must be signed with the broker's token, over an x-mq-date-time within"
+        f" {DATE_WINDOW.seconds // 60} minutes of now",
+    )

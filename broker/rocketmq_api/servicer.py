@@ -24,7 +24,7 @@ from broker import errors
 from broker.grpc_api.server import KEEPALIVE_OPTIONS, TRANSPORT_LIMIT
 from broker.messaging import MessagingService
 from broker.model import Message, Resolution, Source, StoredMessage
-from broker.rocketmq_api.auth import SignatureInterceptor
+from broker.rocketmq_api.auth import signature_interceptor
 from broker.rocketmq_api.protocol import load
 from broker.store.deliveries import Delivery
 from broker.transaction.outbox import Check, CheckRequest, Outbox, closing_current_task
@@ -392,7 +392,7 @@ def create_server(
     made once the port is known, because routes advertise it. With ``auth_token``, every call
     must be signed with it as the client's secret key."""
     server = grpc.aio.server(
-        interceptors=[SignatureInterceptor(auth_token)] if auth_token else [],
+        interceptors=[signature_interceptor(auth_token)] if auth_token else [],
         # No SO_REUSEPORT, as on the native port: a second broker must fail to bind 8081, not share it.
         options=[("grpc.max_receive_message_length", TRANSPORT_LIMIT), ("grpc.so_reuseport", 0), *KEEPALIVE_OPTIONS],
     )
