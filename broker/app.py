@@ -94,8 +94,8 @@ class Broker:
         from broker.rocketmq_api.protocol import ProtocolUnavailable
 
         try:
+            from broker.rocketmq_api.server import create_server as create_rocketmq_server
             from broker.rocketmq_api.servicer import RocketMQServicer
-            from broker.rocketmq_api.servicer import create_server as create_rocketmq_server
         except ProtocolUnavailable as exc:
             log.info("RocketMQ 5 front end off: %s", exc)
             return

@@ -13,104 +13,26 @@ import asyncio
 import itertools
 import logging
 import time
-import zlib
-from collections.abc import Callable
 from typing import Any
 
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from broker import errors
-from broker.grpc_api.server import KEEPALIVE_OPTIONS, TRANSPORT_LIMIT
 from broker.messaging import MessagingService
-from broker.model import Message, Resolution, Source, StoredMessage
-from broker.rocketmq_api.auth import signature_interceptor
+from broker.model import Message, Resolution, Source
+from broker.rocketmq_api.convert import group_of, tag_filter, timestamp, to_rocketmq
 from broker.rocketmq_api.protocol import load
+from broker.rocketmq_api.session import TelemetrySession
+from broker.rocketmq_api.status import status
 from broker.store.deliveries import Delivery
-from broker.transaction.outbox import Check, CheckRequest, Outbox, closing_current_task
+from broker.transaction.outbox import closing_current_task
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 
 definition, service, service_grpc = load()
 log = logging.getLogger(__name__)
 
-_CODES = {
-    errors.TopicNotFound: definition.TOPIC_NOT_FOUND,
-    errors.HiddenTopic: definition.ILLEGAL_TOPIC,
-    errors.MessageTooLarge: definition.MESSAGE_BODY_TOO_LARGE,
-    errors.TransactionNotFound: definition.INVALID_TRANSACTION_ID,
-    errors.ProducerGroupMismatch: definition.FORBIDDEN,
-    errors.ResolutionConflict: definition.PRECONDITION_FAILED,
-    errors.BrokerClosed: definition.INTERNAL_ERROR,
-    errors.StaleReceiptHandle: definition.INVALID_RECEIPT_HANDLE,
-    errors.MessageIdInUse: definition.BAD_REQUEST,
-    errors.StorageFull: definition.INTERNAL_SERVER_ERROR,
-    errors.StorageFailure: definition.INTERNAL_SERVER_ERROR,
-}
 _POLL = 0.1  # seconds between looks at an empty queue during long polling
-
-
-def group_of(topic: str) -> str:
-    """The producer group of RocketMQ 5 transactional producers of ``topic``."""
-    return f"RMQ5%{topic}"
-
-
-def status(error: errors.HalfmqError | None = None) -> Any:
-    if error is None:
-        return definition.Status(code=definition.OK, message="OK")
-    return definition.Status(code=_CODES.get(type(error), definition.BAD_REQUEST), message=str(error))
-
-
-def _timestamp(ms: int) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromMilliseconds(ms)
-    return stamp
-
-
-def to_rocketmq(message: StoredMessage, message_type: int | None = None, **system: Any) -> Any:
-    """A stored message as the RocketMQ 5 client expects it (with a CRC32 body digest)."""
-    if message_type is None:
-        message_type = definition.TRANSACTION if message.transaction_id else definition.NORMAL
-    return definition.Message(
-        topic=definition.Resource(name=message.topic),
-        user_properties=dict(message.properties),
-        system_properties=definition.SystemProperties(
-            tag=message.tags or None,
-            keys=list(message.keys),
-            message_id=message.message_id,
-            body_digest=definition.Digest(type=definition.CRC32, checksum=f"{zlib.crc32(message.body):08X}"),
-            body_encoding=definition.IDENTITY,
-            message_type=message_type,
-            born_timestamp=_timestamp(message.born_timestamp),
-            store_timestamp=_timestamp(message.store_timestamp),
-            queue_id=message.queue_id,
-            queue_offset=message.queue_offset,
-            **system,
-        ),
-        body=message.body,
-    )
-
-
-class TelemetrySession:
-    """A RocketMQ 5 producer's Telemetry stream, registered once per topic it publishes."""
-
-    def __init__(self, topic: str, client_id: str, context: grpc.aio.ServicerContext, lock: asyncio.Lock,
-                 make_outbox: Callable[..., Outbox]) -> None:  # fmt: skip
-        self.producer_group = group_of(topic)
-        self.client_id = client_id
-        self._context = context
-        self._lock = lock
-        self.outbox = make_outbox(self._write)
-
-    def offer(self, check: Check) -> asyncio.Future[None] | None:
-        return self.outbox.offer(check)
-
-    async def _write(self, request: CheckRequest) -> None:
-        command = service.RecoverOrphanedTransactionCommand(
-            message=to_rocketmq(request.message, definition.TRANSACTION), transaction_id=request.transaction_id
-        )
-        async with self._lock:
-            await self._context.write(service.TelemetryCommand(recover_orphaned_transaction_command=command))
 
 
 class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[name-defined]
@@ -273,7 +195,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         budget = request.long_polling_timeout.ToMilliseconds() / 1000 or 20.0
         deadline = time.monotonic() + min(budget, (remaining - 1.0) if remaining else budget)
         try:
-            tags = _tag_filter(request.filter_expression)
+            tags = tag_filter(request.filter_expression)
             while True:
                 received = await self._receive_any(request, tags)
                 if received or time.monotonic() + _POLL >= deadline:
@@ -287,7 +209,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
             await context.write(service.ReceiveMessageResponse(status=empty))
             return
         await context.write(service.ReceiveMessageResponse(status=status()))
-        await context.write(service.ReceiveMessageResponse(delivery_timestamp=_timestamp(int(time.time() * 1000))))
+        await context.write(service.ReceiveMessageResponse(delivery_timestamp=timestamp(int(time.time() * 1000))))
         for delivery in received:
             message = to_rocketmq(
                 delivery.message,
@@ -363,16 +285,6 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         return settings
 
 
-def _tag_filter(expression: Any) -> frozenset[str] | None:
-    """The tags a TAG filter expression (``a||b``) admits; None for ``*`` or no filter."""
-    if expression.type == definition.SQL:
-        raise errors.InvalidArgument("SQL filters are not supported; use TAG expressions")
-    text = expression.expression.strip()
-    if not text or text == "*":
-        return None
-    return frozenset(tag.strip() for tag in text.split("||"))
-
-
 async def _unimplemented(self: RocketMQServicer, request: Any, context: grpc.aio.ServicerContext) -> None:
     await context.abort(grpc.StatusCode.UNIMPLEMENTED, "halfmq does not implement this RocketMQ 5 RPC")
 
@@ -383,19 +295,3 @@ for _name in (
     "SyncLiteSubscription",
 ):  # fmt: skip
     setattr(RocketMQServicer, _name, _unimplemented)
-
-
-def create_server(
-    make_servicer: Callable[[int], RocketMQServicer], address: str, *, auth_token: str | None = None
-) -> tuple[grpc.aio.Server, int]:
-    """An unstarted server for the RocketMQ 5 front end, and the port it bound. The servicer is
-    made once the port is known, because routes advertise it. With ``auth_token``, every call
-    must be signed with it as the client's secret key."""
-    server = grpc.aio.server(
-        interceptors=[signature_interceptor(auth_token)] if auth_token else [],
-        # No SO_REUSEPORT, as on the native port: a second broker must fail to bind 8081, not share it.
-        options=[("grpc.max_receive_message_length", TRANSPORT_LIMIT), ("grpc.so_reuseport", 0), *KEEPALIVE_OPTIONS],
-    )
-    port = server.add_insecure_port(address)
-    service_grpc.add_MessagingServiceServicer_to_server(make_servicer(port), server)
-    return server, port
