@@ -1,7 +1,8 @@
-# halfmq broker image: the broker and its CLI only (no Spark, no SDK).
+# halfmq broker image: the broker, its RocketMQ 5 front end and its CLI (no Spark, no SDK).
 #   podman build --format docker --build-arg BASE_IMAGE="$HALFMQ_BASE_IMAGE" -t halfmq .   (see scripts/container-base.sh;
 #   --format docker keeps the HEALTHCHECK, which the OCI format drops)
-#   podman run -d -v halfmq-data:/data -p 10911:10911 -p 8080:8080 -e HALFMQ_TOPICS=orders:4 halfmq
+#   podman run -d -v halfmq-data:/data -p 10911:10911 -p 8080:8080 -p 8081:8081 -e HALFMQ_TOPICS=orders:4 halfmq
+#   a token from a mounted secret: -v ./token:/run/secrets/halfmq-token:ro -e HALFMQ_AUTH_TOKEN_FILE=/run/secrets/halfmq-token
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 
@@ -15,7 +16,8 @@ COPY pyproject.toml README.md ./
 COPY broker ./broker
 COPY halfmq_proto ./halfmq_proto
 COPY halfmq_cli ./halfmq_cli
-RUN pip install --no-cache-dir . \
+# The rocketmq extra is the official RocketMQ 5 client, whose generated modules serve port 8081.
+RUN pip install --no-cache-dir "./[rocketmq]" \
     && useradd --system --uid 10001 --no-create-home --home-dir /data halfmq \
     && mkdir -p /data \
     && chown halfmq /data
@@ -26,8 +28,9 @@ VOLUME ["/data"]
 ENV HALFMQ_HOST=0.0.0.0 \
     HALFMQ_DATA_DIR=/data \
     HALFMQ_GRPC_PORT=10911 \
-    HALFMQ_HTTP_PORT=8080
-EXPOSE 10911 8080
+    HALFMQ_HTTP_PORT=8080 \
+    HALFMQ_ROCKETMQ_PORT=8081
+EXPOSE 10911 8080 8081
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ['HALFMQ_HTTP_PORT']}/healthz\", timeout=2)"]
 ENTRYPOINT ["halfmq-broker"]

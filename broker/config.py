@@ -77,6 +77,7 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("flush", Flush, "sync: fsync before acknowledging (default); async: survive a process crash only"),
     ("max_body_bytes", _positive(int), "largest accepted message: body, keys, tags and properties (default 4 MiB)"),
     ("auth_token", str, "shared token every gRPC call and mutating HTTP call must carry (default: none)"),
+    ("auth_token_file", Path, "file holding the auth token, e.g. a mounted secret (instead of --auth-token)"),
 )
 
 
@@ -113,8 +114,18 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
             topics = [parse_topic(spec) for spec in env["HALFMQ_TOPICS"].split(",") if spec.strip()]
         except argparse.ArgumentTypeError as exc:
             parser.error(f"HALFMQ_TOPICS: {exc}")
+    token_file = values.pop("auth_token_file", None)
+    if token_file is not None:
+        if "auth_token" in values:
+            parser.error("give the auth token or a file holding it, not both")
+        try:
+            values["auth_token"] = Path(str(token_file)).read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            parser.error(f"cannot read the auth token file: {exc}")
     if values.get("auth_token") == "":
-        parser.error("the auth token is empty: give a token, or leave --auth-token and HALFMQ_AUTH_TOKEN unset")
+        parser.error(
+            "the auth token is empty: give a token, or leave --auth-token(-file) and HALFMQ_AUTH_TOKEN(_FILE) unset"
+        )
     if values.get("max_body_bytes", 0) > MAX_WIRE_BYTES - WIRE_ENVELOPE_BYTES:  # type: ignore[operator]
         parser.error(
             f"--max-body-bytes must leave room for the envelope under the {MAX_WIRE_BYTES}-byte gRPC transport"

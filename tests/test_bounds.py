@@ -123,12 +123,23 @@ def test_a_session_with_a_malformed_client_id_is_refused(broker, client_id):
         (["--auth-token", ""], {}, "empty"),
         ([], {"HALFMQ_AUTH_TOKEN": ""}, "empty"),
         (["--max-body-bytes", str(64 * MiB)], {}, "transport"),
+        (["--auth-token-file", "/nonexistent/token"], {}, "cannot read"),
+        (["--auth-token", "t"], {"HALFMQ_AUTH_TOKEN_FILE": "/etc/hostname"}, "not both"),
     ],
 )
 def test_settings_that_cannot_work_are_refused_at_start_up(argv, env, problem, capsys):
     with pytest.raises(SystemExit):
         load_settings(argv, env)
     assert problem in capsys.readouterr().err
+
+
+def test_the_token_can_come_from_a_file_such_as_a_mounted_secret(tmp_path):
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    assert load_settings([], {"HALFMQ_AUTH_TOKEN_FILE": str(secret)}).auth_token == "s3cret"
+    secret.write_text("\n")
+    with pytest.raises(SystemExit):
+        load_settings(["--auth-token-file", str(secret)], {})
 
 
 def test_an_empty_token_refuses_to_start_the_broker(tmp_path):

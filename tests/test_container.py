@@ -72,9 +72,13 @@ def image() -> Iterator[tuple[dict[str, str], str]]:
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_the_container_keeps_committed_messages_across_a_restart(image):
+def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path):
+    """The token comes from a mounted secret file; native and official RocketMQ 5 clients both work."""
     env, tag = image
-    grpc_port, http_port = free_port(), free_port()
+    grpc_port, http_port, rocketmq_port = free_port(), free_port(), free_port()
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o644)
     volume, name = f"halfmq-test-{uuid.uuid4().hex[:8]}", f"halfmq-test-{uuid.uuid4().hex[:8]}"
     podman(env, "volume", "create", volume)
     try:
@@ -82,6 +86,8 @@ def test_the_container_keeps_committed_messages_across_a_restart(image):
             env, "run", "-d", "--name", name, "--network", "host", "-v", f"{volume}:/data",
             # Host networking shares the host's interfaces: bind loopback only.
             "-e", "HALFMQ_HOST=127.0.0.1", "-e", f"HALFMQ_GRPC_PORT={grpc_port}", "-e", f"HALFMQ_HTTP_PORT={http_port}",
+            "-e", f"HALFMQ_ROCKETMQ_PORT={rocketmq_port}", "-v", f"{secret}:/run/secrets/halfmq-token:ro,Z",
+            "-e", "HALFMQ_AUTH_TOKEN_FILE=/run/secrets/halfmq-token",
             "-e", "HALFMQ_TOPICS=orders:4", "-e", "HALFMQ_CHECK_INTERVAL=0.5", "-e", "HALFMQ_TRANSACTION_TIMEOUT=1",
             tag,
         )  # fmt: skip
@@ -95,7 +101,8 @@ def test_the_container_keeps_committed_messages_across_a_restart(image):
         outcomes = {"c1": "COMMIT", "c2": "COMMIT", "r1": "ROLLBACK", "later": "UNKNOWN"}
         for key, outcome in outcomes.items():
             listener.outcomes[key] = LocalTransactionState[outcome]
-        with TransactionProducer(group="g", broker=f"127.0.0.1:{grpc_port}", listener=listener) as producer:
+        address = f"127.0.0.1:{grpc_port}"
+        with TransactionProducer(group="g", broker=address, listener=listener, token="s3cret") as producer:
             for key in outcomes:
                 producer.send_message_in_transaction(Message(topic="orders", body=key.encode(), keys=[key]))
             listener.outcomes["later"] = LocalTransactionState.COMMIT  # the check-back will find it committed
@@ -104,13 +111,25 @@ def test_the_container_keeps_committed_messages_across_a_restart(image):
 
         podman(env, "restart", name)
         wait_until(lambda: _safely(healthy), 60)
-        with PullConsumer(group="audit", broker=f"127.0.0.1:{grpc_port}") as consumer:
+        with PullConsumer(group="audit", broker=address, token="s3cret") as consumer:
             bodies = sorted(
                 m.body
                 for q in consumer.queue_offsets("orders")
                 for m in consumer.pull("orders", queue_id=q, offset=0).messages
             )
         assert bodies == [b"c1", b"c2", b"later"]
+
+        # The official RocketMQ 5 client, signing with the token: commit, rollback, normal, receive.
+        client_env = {**os.environ, "HOME": str(tmp_path / "home"), "RMQ_SK": "s3cret"}
+        endpoint = f"127.0.0.1:{rocketmq_port}"
+        sent = subprocess.run([sys.executable, "-m", "tests.programs.rmq5_producer", endpoint, "send"], cwd=ROOT,
+                              env=client_env, capture_output=True, text=True, timeout=180)  # fmt: skip
+        assert "SENT rmq-normal" in sent.stdout, sent.stderr[-3000:]
+        received = subprocess.run([sys.executable, "-m", "tests.programs.rmq5_consumer", endpoint, "rmq5", "drain"],
+                                  cwd=ROOT, env=client_env, capture_output=True, text=True, timeout=180)  # fmt: skip
+        assert received.returncode == 0, received.stderr[-3000:]
+        got = sorted(line.split()[1] for line in received.stdout.splitlines() if line.startswith("GOT"))
+        assert got == ["c1", "c2", "later", "rmq-commit", "rmq-normal"]
     finally:
         subprocess.run(["podman", "rm", "-f", name], env=env, capture_output=True)
         subprocess.run(["podman", "volume", "rm", "-f", volume], env=env, capture_output=True)

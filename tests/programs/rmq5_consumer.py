@@ -8,6 +8,7 @@ acking, receive until it comes again and print it with its delivery attempt; ack
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -15,8 +16,10 @@ from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleC
 
 
 def main(endpoint: str, group: str, mode: str) -> None:
+    # RMQ_SK: the broker's auth token, used as the secret key that signs every call.
+    credentials = Credentials("halfmq", os.environ["RMQ_SK"]) if "RMQ_SK" in os.environ else Credentials()
     consumer = SimpleConsumer(
-        ClientConfiguration(endpoint, Credentials()), group, {"orders": FilterExpression()}, await_duration=1
+        ClientConfiguration(endpoint, credentials), group, {"orders": FilterExpression()}, await_duration=1
     )
     consumer.startup()
     try:
