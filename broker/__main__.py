@@ -13,6 +13,7 @@ from typing import Any
 
 from broker.app import Broker
 from broker.config import load_settings
+from broker.errors import StoreInUse
 from broker.ratelog import RateLimitedLog
 
 log = logging.getLogger("broker")
@@ -78,7 +79,12 @@ def main() -> None:
     settings = load_settings(sys.argv[1:], os.environ)
     raise_open_file_limit()
     keep_heap_headroom()
-    asyncio.run(serve(Broker(settings)))
+    try:
+        broker = Broker(settings)
+    except StoreInUse as exc:
+        print(f"halfmq-broker: {exc}", file=sys.stderr)
+        sys.exit(2)
+    asyncio.run(serve(broker))
 
 
 if __name__ == "__main__":

@@ -107,6 +107,12 @@ class StaleReceiptHandle(HalfmqError):
     code = "STALE_RECEIPT_HANDLE"
 
 
+class StoreInUse(HalfmqError):
+    """Raised when a data directory is already open in another process."""
+
+    code = "STORE_IN_USE"
+
+
 class BrokerClosed(HalfmqError):
     """Raised when work is submitted to a store that has been closed."""
 

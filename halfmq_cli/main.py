@@ -1,4 +1,4 @@
-"""``halfmq`` command line: topics, transactions, consumers, test messages.
+"""``halfmq`` command line: topics, transactions, consumers, test messages, and offline store tools.
 
     halfmq [--url URL] [--token TOKEN] [--json] <resource> <action> ...
 
@@ -14,8 +14,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from halfmq_cli import store as store_tools
 from halfmq_cli.client import AdminClient, AdminError
 
 
@@ -133,11 +135,38 @@ def parser() -> argparse.ArgumentParser:
     send.add_argument("--key", action="append", default=[])
     send.add_argument("--tags", default="")
     send.set_defaults(action="send")
+
+    store = resources.add_parser("store", help="offline tools on a data directory (no broker needed)")
+    store_actions = store.add_subparsers(dest="action", required=True)
+    store_actions.add_parser("inspect", help="schema version, file size, rows per table").add_argument("dir", type=Path)
+    exporting = store_actions.add_parser("export", help="the committed messages of a topic, to stdout")
+    exporting.add_argument("dir", type=Path)
+    exporting.add_argument("--topic", required=True)
+    exporting.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    store_actions.add_parser("compact", help="VACUUM the store; the broker must be stopped").add_argument(
+        "dir", type=Path
+    )
     return root
+
+
+def run_store(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    """The ``store`` tools: they open the data directory themselves, not the admin API."""
+    if args.action == "export":
+        store_tools.export(args.dir, args.topic, args.format, sys.stdout.write)
+        return
+    result = store_tools.inspect(args.dir) if args.action == "inspect" else store_tools.compact(args.dir)
+    out(json.dumps(result, indent=2))
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> None:
     args = parser().parse_args(argv)
+    if args.resource == "store":
+        try:
+            run_store(args, out)
+        except store_tools.StoreToolError as exc:
+            print(f"halfmq: {exc}", file=sys.stderr)
+            sys.exit(1)
+        return
     try:
         result, text = run(args, AdminClient(args.url, args.token))
     except AdminError as exc:

@@ -16,6 +16,7 @@ from typing import ParamSpec, TypeVar
 
 from broker.errors import BrokerClosed
 from broker.model import SYSTEM_TOPICS, Topic
+from broker.store.lock import lock_data_dir
 from broker.store.schema import DDL, VERSION
 from broker.store.sql import Flush, QueueTails, connect
 from broker.store.writer import GroupCommitWriter
@@ -36,6 +37,7 @@ class StoreBase:
     ) -> None:
         """Open (creating if needed) the store; ``on_commit(jobs, seconds)`` hears of every group commit."""
         data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = lock_data_dir(data_dir)
         self.path = data_dir / DB_FILE
         self._flush = flush
         write_conn = connect(self.path, flush)
@@ -67,6 +69,7 @@ class StoreBase:
             for conn in self._readers:
                 conn.close()
             self._readers.clear()
+        self._lock.close()
 
     @property
     def write_batches(self) -> int:
