@@ -17,7 +17,7 @@ from typing import ParamSpec, TypeVar
 from broker.errors import BrokerClosed
 from broker.model import SYSTEM_TOPICS, Topic
 from broker.store.lock import lock_data_dir
-from broker.store.schema import DDL, VERSION
+from broker.store.migrate import bring_up_to_date
 from broker.store.sql import Flush, QueueTails, connect
 from broker.store.writer import GroupCommitWriter
 
@@ -41,8 +41,7 @@ class StoreBase:
         self.path = data_dir / DB_FILE
         self._flush = flush
         write_conn = connect(self.path, flush)
-        write_conn.executescript(DDL)
-        write_conn.execute(f"PRAGMA user_version={VERSION}")
+        bring_up_to_date(write_conn)
         write_conn.executemany(
             "INSERT OR IGNORE INTO topics (name, queues) VALUES (?, 1)", [(t,) for t in SYSTEM_TOPICS]
         )

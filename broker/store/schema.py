@@ -1,8 +1,9 @@
-"""SQLite schema of the store. DDL is idempotent; ``PRAGMA user_version`` records the version."""
+"""SQLite schema of the store. DDL is idempotent; ``PRAGMA user_version`` records the version, and
+``migrate.py`` brings older files up to it."""
 
 from __future__ import annotations
 
-VERSION = 1
+VERSION = 2
 
 DDL = """
 CREATE TABLE IF NOT EXISTS topics (
