@@ -16,6 +16,7 @@ import pytest
 
 from broker.errors import StoreInUse
 from broker.store import Store
+from broker.store.schema import VERSION
 from producer_sdk import Message, Producer, PullConsumer
 from tests.processes import BrokerProcess
 from tests.support import store_snapshot
@@ -65,7 +66,7 @@ def test_inspect_and_export_read_a_store_beside_its_running_broker_and_change_no
     inspected = halfmq_store("inspect", str(data))
     assert inspected.returncode == 0, inspected.stderr
     report = json.loads(inspected.stdout)
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == VERSION
     assert report["tables"]["messages"] == 7 and report["tables"]["topics"] >= 4
 
     jsonl = halfmq_store("export", str(data), "--topic", "orders")
