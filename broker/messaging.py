@@ -19,19 +19,18 @@ from broker.model import (
     check_data_topic,
     check_message,
     check_name,
+    merged,
     queue_for,
 )
 from broker.store import Store
 from broker.store.deliveries import Delivery
 
 MAX_PULL = 1024
-
-
-def first_offset(messages: list[StoredMessage] | QueueColumns) -> int:
-    return messages.queue_offsets[0] if isinstance(messages, QueueColumns) else messages[0].queue_offset
-
-
 MAX_BATCH = 1024
+
+
+def _first_offset(messages: list[StoredMessage] | QueueColumns) -> int:
+    return messages.queue_offsets[0] if isinstance(messages, QueueColumns) else messages[0].queue_offset
 
 
 class MessagingService:
@@ -84,8 +83,7 @@ class MessagingService:
                 continue
             results.append(None)
             placed.append((message, queue_for(message.message_id, queues)))
-        stored = iter(await self._store.append_each(placed, to_ms(self._clock())) if placed else [])
-        return [next(stored) if result is None else result for result in results]
+        return merged(results, await self._store.append_each(placed, to_ms(self._clock())) if placed else [])
 
     async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[list[StoredMessage]]:
         """Return up to ``max_messages`` messages of a queue from ``offset`` on, within PULL_BYTES
@@ -111,7 +109,7 @@ class MessagingService:
             lambda: (read(topic, queue_id, offset, max_messages, PULL_BYTES), self._store.queue_range(topic, queue_id))
         )  # one trip to a reader thread for both
         # A read returns consecutive offsets, so the last is the first plus the count.
-        next_offset = first_offset(messages) + len(messages) if len(messages) else max(offset, low)
+        next_offset = _first_offset(messages) + len(messages) if len(messages) else max(offset, low)
         return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
 
     def queue_count(self, topic: str) -> int:

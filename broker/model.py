@@ -14,7 +14,14 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Generic, TypeVar
 
-from broker.errors import HiddenTopic, InvalidArgument, MessageTooLarge, ProducerGroupMismatch, ResolutionConflict
+from broker.errors import (
+    HalfmqError,
+    HiddenTopic,
+    InvalidArgument,
+    MessageTooLarge,
+    ProducerGroupMismatch,
+    ResolutionConflict,
+)
 
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
@@ -268,6 +275,24 @@ def check_message(message: Message, max_message_bytes: int) -> Message:
             f" the limit is {max_message_bytes}"
         )
     return message
+
+
+T = TypeVar("T")
+
+
+def single(outcomes: Sequence[T | HalfmqError]) -> T:
+    """The outcome of a one-item batch: its result, or its refusal raised."""
+    (outcome,) = outcomes
+    if isinstance(outcome, HalfmqError):
+        raise outcome
+    return outcome
+
+
+def merged(checked: Sequence[T | HalfmqError | None], written: Sequence[T | HalfmqError]) -> list[T | HalfmqError]:
+    """A batch's outcomes in item order: an item refused before the write keeps its error, and
+    each ``None`` (an item sent to the write) takes the next of the write's outcomes."""
+    outcomes = iter(written)
+    return [next(outcomes) if item is None else item for item in checked]
 
 
 def new_transaction_id() -> str:

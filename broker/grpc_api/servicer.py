@@ -23,7 +23,7 @@ from broker.grpc_api.convert import (
 from broker.grpc_api.session import serve_session
 from broker.grpc_api.status import ERROR_METADATA_KEY, status_for
 from broker.messaging import MAX_BATCH, MessagingService
-from broker.model import EndResult, Resolution, Source
+from broker.model import EndResult, Resolution, Source, single
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -109,10 +109,7 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @translate_errors
     async def EndTransaction(self, request: pb.EndTransactionRequest, context: Any) -> pb.EndTransactionResponse:
-        (result,) = await self._end_many([_end_item(request)])
-        if isinstance(result, HalfmqError):
-            raise result
-        return end_to_pb(result)
+        return end_to_pb(single(await self._end_many([_end_item(request)])))
 
     @translate_errors
     async def SendMessages(self, request: pb.SendMessagesRequest, context: Any) -> pb.SendMessagesResponse:

@@ -24,6 +24,7 @@ from broker.model import (
     StoredMessage,
     Transaction,
     TransactionState,
+    single,
 )
 from broker.store.base import StoreBase
 from broker.store.sql import (
@@ -147,10 +148,7 @@ class TransactionStore(StoreBase):
         TransactionNotFound, ProducerGroupMismatch (when ``producer_group`` is given and differs)
         or ResolutionConflict.
         """
-        (result,) = await self.resolve_many([(transaction_id, target, source, producer_group)], now_ms)
-        if isinstance(result, HalfmqError):
-            raise result
-        return result
+        return single(await self.resolve_many([(transaction_id, target, source, producer_group)], now_ms))
 
     async def resolve_many(
         self, items: Sequence[tuple[str, TransactionState, str, str | None]], now_ms: int

@@ -6,7 +6,6 @@ Every change of a transaction's state goes through this service, which is where 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import HalfmqError, InvalidArgument
@@ -22,20 +21,12 @@ from broker.model import (
     check_message,
     check_name,
     check_transaction_id,
+    merged,
     new_transaction_id,
     queue_for,
+    single,
 )
 from broker.store import Store
-
-T = TypeVar("T")
-
-
-def _one(results: list[T | HalfmqError]) -> T:
-    """The only result of a one-item batch, or its error raised."""
-    (result,) = results
-    if isinstance(result, HalfmqError):
-        raise result
-    return result
 
 
 class TransactionService:
@@ -53,7 +44,7 @@ class TransactionService:
         A retried send with the same message id returns the original transaction.
         Raises InvalidArgument, MessageTooLarge, HiddenTopic, TopicNotFound or MessageIdInUse.
         """
-        return _one(await self.prepare_many([(message, producer_group)]))
+        return single(await self.prepare_many([(message, producer_group)]))
 
     async def prepare_many(self, items: Sequence[tuple[Message, str]]) -> list[Transaction | HalfmqError]:
         """``prepare`` for (message, producer group) items, stored in one write: each item gets its
@@ -71,8 +62,7 @@ class TransactionService:
                 continue
             results.append(None)
             valid.append((message, producer_group, queue_for(message.message_id, queues), new_transaction_id()))
-        stored = iter(await self._store.prepare_many(valid, now_ms) if valid else [])
-        return [next(stored) if result is None else result for result in results]
+        return merged(results, await self._store.prepare_many(valid, now_ms) if valid else [])
 
     async def end_many(self, items: Sequence[tuple[str, str, Resolution, Source]]) -> list[EndResult | HalfmqError]:
         """``end`` for (transaction id, producer group, resolution, source) items, the resolutions
@@ -99,8 +89,7 @@ class TransactionService:
         resolved = await self._store.resolve_many(resolving, now_ms) if resolving else []
         self._metrics.resolved([(r.state, (now_ms - r.half_stored_at) / 1000) for r in resolved
                                 if isinstance(r, EndResult) and not r.already_resolved])  # fmt: skip
-        written = iter(resolved)
-        return [next(written) if result is None else result for result in results]
+        return merged(results, resolved)
 
     async def end(self, transaction_id: str, producer_group: str, resolution: Resolution, source: Source) -> EndResult:
         """Record the producer's resolution and return the recorded outcome.
@@ -110,7 +99,7 @@ class TransactionService:
         resolution is harmless. Raises InvalidArgument, TransactionNotFound,
         ProducerGroupMismatch or ResolutionConflict (naming the recorded outcome).
         """
-        return _one(await self.end_many([(transaction_id, producer_group, resolution, source)]))
+        return single(await self.end_many([(transaction_id, producer_group, resolution, source)]))
 
     async def answer_check(self, transaction_id: str, producer_group: str, resolution: Resolution) -> EndResult:
         """A producer's answer to a check: counted by answer, then applied as ``end(source=CHECK)``."""
