@@ -62,6 +62,13 @@ class _Resolutions:
     updates: list[tuple[str, int, str, str]] = field(default_factory=list)
 
 
+def _transactions_by(conn: sqlite3.Connection, column: str, values: Sequence[str]) -> dict[str, Transaction]:
+    """The transactions whose ``column`` (transaction_id or message_id, both unique) is one of
+    ``values``, keyed by it: one lookup for a batch."""
+    rows = rows_in(conn, f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE {column} IN ({{}})", values)
+    return {getattr(txn, column): txn for txn in map(row_to_transaction, rows)}
+
+
 class TransactionStore(StoreBase):
     """Half messages, their transaction records (the half log minus the op log) and checks."""
 
@@ -79,13 +86,7 @@ class TransactionStore(StoreBase):
         self, conn: sqlite3.Connection, items: Sequence[tuple[Message, str, int, str]], now_ms: int
     ) -> list[Transaction | HalfmqError]:
         ids = [message.message_id for message, *_ in items]
-        known = {
-            txn.message_id: txn
-            for txn in map(
-                row_to_transaction,
-                rows_in(conn, f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE message_id IN ({{}})", ids),
-            )
-        }
+        known = _transactions_by(conn, "message_id", ids)
         taken = {
             (topic, message_id)
             for topic in {message.topic for message, *_ in items}
@@ -160,17 +161,7 @@ class TransactionStore(StoreBase):
     def _resolve_many(
         self, conn: sqlite3.Connection, items: Sequence[tuple[str, TransactionState, str, str | None]], now_ms: int
     ) -> list[EndResult | HalfmqError]:
-        known = {
-            txn.transaction_id: txn
-            for txn in map(
-                row_to_transaction,
-                rows_in(
-                    conn,
-                    f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE transaction_id IN ({{}})",
-                    [transaction_id for transaction_id, *_ in items],
-                ),
-            )
-        }
+        known = _transactions_by(conn, "transaction_id", [transaction_id for transaction_id, *_ in items])
         writes = _Resolutions()
         results: list[EndResult | HalfmqError] = []
         for transaction_id, target, source, producer_group in items:
