@@ -28,11 +28,15 @@ class StoreToolError(Exception):
     """A tool cannot run on this directory; the message says why."""
 
 
-def _open(data_dir: Path) -> sqlite_utils.Database:
+def _store_file(data_dir: Path) -> Path:
     path = data_dir / DB_FILE
     if not path.exists():
         raise StoreToolError(f"{data_dir} holds no halfmq store ({DB_FILE} is missing)")
-    conn = sqlite3.connect(path)
+    return path
+
+
+def _open(data_dir: Path) -> sqlite_utils.Database:
+    conn = sqlite3.connect(_store_file(data_dir))
     conn.execute("PRAGMA query_only = ON")  # nothing here writes, even by mistake
     return sqlite_utils.Database(conn)
 
@@ -89,9 +93,7 @@ def _export_rows(db: sqlite_utils.Database, topic: str) -> Iterator[dict[str, An
 
 def compact(data_dir: Path) -> dict[str, int]:
     """VACUUM the store (it must not be in use); return its size on disk (file and WAL) before and after."""
-    path = data_dir / DB_FILE
-    if not path.exists():
-        raise StoreToolError(f"{data_dir} holds no halfmq store ({DB_FILE} is missing)")
+    path = _store_file(data_dir)
     try:
         lock = lock_data_dir(data_dir)
     except StoreInUse as exc:
