@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from itertools import repeat
 
 import pyarrow as pa
@@ -43,7 +43,7 @@ def record_batch(topic: str, queue_id: int, reply: pb.PullColumnsResponse) -> pa
     count = reply.count
     columns = [
         _repeated(topic.encode(), count),
-        pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(_little_endian(repeat(queue_id, count), "i"))]),
+        pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(array("i", repeat(queue_id, count)).tobytes())]),
         _int64s(reply.queue_offsets, count),
         _packed(pa.string(), reply.message_ids, count),
         _packed(pa.string(), reply.transaction_ids, count),
@@ -55,13 +55,6 @@ def record_batch(topic: str, queue_id: int, reply: pb.PullColumnsResponse) -> pa
         _timestamps(reply.store_timestamps, count),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
-
-
-def _little_endian(values: Iterable[int], typecode: str) -> bytes:
-    packed = array(typecode, values)
-    if sys.byteorder == "big":
-        packed.byteswap()
-    return packed.tobytes()
 
 
 def _native(data: bytes, typecode: str) -> bytes:
@@ -88,7 +81,7 @@ def _packed(kind: pa.DataType, column: pb.PackedColumn, count: int) -> pa.Array:
 
 
 def _repeated(value: bytes, count: int) -> pa.Array:
-    offsets = _little_endian(range(0, (count + 1) * len(value), len(value)) if value else repeat(0, count + 1), "i")
+    offsets = array("i", range(0, (count + 1) * len(value), len(value)) if value else repeat(0, count + 1)).tobytes()
     return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(value * count)])
 
 
