@@ -5,7 +5,6 @@ their own JVMs and Python workers, and reach the broker over gRPC like any remot
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import httpx
 import pyspark
 import pytest
 
+from tests.processes import free_port
 from tests.support import wait_until
 from tests.test_spark_exactly_once import amounts, send_orders
 
@@ -23,12 +23,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 SPARK_HOME = Path(pyspark.__file__).parent
 WORKERS = 2
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def spark_env() -> dict[str, str]:
