@@ -1,4 +1,5 @@
-"""Real broker processes for fault tests: started with ``python -m broker``, killed with SIGKILL."""
+"""Real processes for tests: brokers started with ``python -m broker`` (killed with SIGKILL in
+fault tests), and the official RocketMQ 5 Python client's programs under ``tests/programs``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,26 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def official(endpoint: str, mode: str, env: dict[str, str], **popen: object) -> subprocess.Popen[str]:
+    """The official RocketMQ 5 producer program in ``mode`` (see tests/programs/rmq5_producer.py)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.programs.rmq5_producer", endpoint, mode],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, **popen,  # type: ignore[call-overload]
+    )  # fmt: skip
+
+
+def consume(endpoint: str, group: str, mode: str, env: dict[str, str]) -> list[str]:
+    """Run the official SimpleConsumer program to its end; its output lines."""
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.programs.rmq5_consumer", endpoint, group, mode],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.splitlines()
 
 
 def free_port() -> int:

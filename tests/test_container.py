@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionProducer
-from tests.processes import free_port
+from tests.processes import consume, free_port, official
 from tests.support import ScriptedListener, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,13 +122,11 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
         # The official RocketMQ 5 client, signing with the token: commit, rollback, normal, receive.
         client_env = {**os.environ, "HOME": str(tmp_path / "home"), "RMQ_SK": "s3cret"}
         endpoint = f"127.0.0.1:{rocketmq_port}"
-        sent = subprocess.run([sys.executable, "-m", "tests.programs.rmq5_producer", endpoint, "send"], cwd=ROOT,
-                              env=client_env, capture_output=True, text=True, timeout=180)  # fmt: skip
-        assert "SENT rmq-normal" in sent.stdout, sent.stderr[-3000:]
-        received = subprocess.run([sys.executable, "-m", "tests.programs.rmq5_consumer", endpoint, "rmq5", "drain"],
-                                  cwd=ROOT, env=client_env, capture_output=True, text=True, timeout=180)  # fmt: skip
-        assert received.returncode == 0, received.stderr[-3000:]
-        got = sorted(line.split()[1] for line in received.stdout.splitlines() if line.startswith("GOT"))
+        sent, _ = official(endpoint, "send", client_env).communicate(timeout=180)
+        assert "SENT rmq-normal" in sent
+        got = sorted(
+            line.split()[1] for line in consume(endpoint, "rmq5", "drain", client_env) if line.startswith("GOT")
+        )
         assert got == ["c1", "c2", "later", "rmq-commit", "rmq-normal"]
     finally:
         subprocess.run(["podman", "rm", "-f", name], env=env, capture_output=True)

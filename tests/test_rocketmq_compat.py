@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from producer_sdk import Message, PullConsumer, TransactionProducer
-from tests.processes import BrokerProcess
+from tests.processes import BrokerProcess, consume, official
 from tests.spark_support import batch_reader
 from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot, topic_rows, wait_until
 
@@ -34,13 +34,6 @@ def compat(tmp_path):
     )
     yield broker, f"127.0.0.1:{broker.broker.rocketmq_port}", {**os.environ, "HOME": str(tmp_path / "home")}
     broker.stop()
-
-
-def official(endpoint: str, mode: str, env: dict[str, str], **popen: object) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.programs.rmq5_producer", endpoint, mode],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, **popen,  # type: ignore[call-overload]
-    )  # fmt: skip
 
 
 def readable(broker) -> list[bytes]:
@@ -122,15 +115,6 @@ def test_routes_answer_with_typed_statuses_and_unsupported_rpcs_are_unimplemente
             with pytest.raises(grpc.RpcError) as unimplemented:
                 call()
             assert unimplemented.value.code() is grpc.StatusCode.UNIMPLEMENTED
-
-
-def consume(endpoint: str, group: str, mode: str, env: dict[str, str]) -> list[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "tests.programs.rmq5_consumer", endpoint, group, mode],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout.splitlines()
 
 
 def test_a_simple_consumer_receives_exactly_the_committed_messages_once_and_acks_them(compat):
