@@ -3,6 +3,8 @@
 #   --format docker keeps the HEALTHCHECK, which the OCI format drops)
 #   podman run -d -v halfmq-data:/data -p 10911:10911 -p 8080:8080 -p 8081:8081 -e HALFMQ_TOPICS=orders:4 halfmq
 #   a token from a mounted secret: -v ./token:/run/secrets/halfmq-token:ro -e HALFMQ_AUTH_TOKEN_FILE=/run/secrets/halfmq-token
+#   TLS from mounted files: -v ./tls:/run/secrets/halfmq-tls:ro -e HALFMQ_TLS_CERT=/run/secrets/halfmq-tls/cert.pem
+#     -e HALFMQ_TLS_KEY=/run/secrets/halfmq-tls/key.pem (and HALFMQ_TLS_CLIENT_CA for mutual TLS)
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 
@@ -32,5 +34,5 @@ ENV HALFMQ_HOST=0.0.0.0 \
     HALFMQ_ROCKETMQ_PORT=8081
 EXPOSE 10911 8080 8081
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ['HALFMQ_HTTP_PORT']}/healthz\", timeout=2)"]
+    CMD ["python", "-m", "broker.healthcheck"]
 ENTRYPOINT ["halfmq-broker"]

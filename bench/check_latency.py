@@ -29,7 +29,7 @@ from broker.model import Message
 from broker.store import Flush, Store
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from tests.processes import free_port
+from halfmq_testing import free_port
 
 PULL_MESSAGES = 20_000
 GROUP = "bench"

@@ -1,8 +1,10 @@
 """Transaction throughput, as RocketMQ's TransactionProducer benchmark reports it, beside a bare gRPC echo.
 
     .venv/bin/python -m bench.txn --producers 64 --seconds 15 --body 1024 --flush sync
+    .venv/bin/python -m bench.txn --shapes shared-async --retention 0,2 --rounds 4 --no-rabbitmq
 
-Runs each client shape against one broker process, one after the other:
+Runs each client shape against one broker process, one after the other (one broker per
+``--retention`` value, ``--rounds`` times, alternating):
 - ``single``: one producer, one transaction in flight (the latency floor);
 - ``shared-async`` (a): one AsyncTransactionProducer shared by ``--producers`` asyncio tasks;
 - ``shared-threads`` (b): one blocking TransactionProducer shared by ``--producers`` threads;
@@ -21,7 +23,7 @@ import asyncio
 import multiprocessing
 import os
 import random
-import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,7 @@ from typing import Any
 import grpc
 
 from bench import _rabbitmq
+from halfmq_testing import free_port
 from producer_sdk import (
     AsyncTransactionProducer,
     LocalTransactionState,
@@ -43,12 +46,6 @@ from producer_sdk import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start(args: list[str], ready: str) -> subprocess.Popen[str]:
@@ -215,6 +212,30 @@ def echo_main(address: str, concurrency: int, seconds: float, body: bytes) -> fl
     return asyncio.run(run_echo(address, concurrency, seconds, body))
 
 
+def run_broker(args: argparse.Namespace, retention: float, body: bytes, listener: Listener) -> dict[str, dict]:
+    """Start a broker with ``retention``, run the shapes against it, and stop it; each result
+    carries the size of the store's files (database and WAL) at the end."""
+    data = Path(tempfile.mkdtemp(prefix="halfmq-bench-"))
+    port = free_port()
+    broker = start(
+        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port),
+         "--http-port", "0", "--rocketmq-port", "0", "--topic", "bench:4", "--retention", str(retention),
+         "--flush", args.flush, "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3"],
+        "halfmq broker ready",
+    )  # fmt: skip
+    address = f"127.0.0.1:{port}"
+    results = {}
+    try:
+        for shape in args.shapes.split(","):
+            results[shape] = run_shape(shape, address, args.producers, args.seconds, body, listener)
+            results[shape]["store_mb"] = sum(f.stat().st_size for f in data.glob("halfmq.db*")) / 1e6
+        time.sleep(4)  # let the last UNKNOWN transactions be checked
+    finally:
+        broker.terminate()
+        broker.wait()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--producers", type=int, default=64)
@@ -226,28 +247,23 @@ def main() -> None:
     )
     parser.add_argument("--no-rabbitmq", action="store_true", help="skip the RabbitMQ peer")
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated, of {', '.join(SHAPES)}")
+    parser.add_argument(
+        "--retention",
+        default="259200",
+        help="the broker's --retention in seconds; a comma-separated list runs one broker per value, and compares"
+        " each to the first (default: the broker's 72 h, which deletes nothing in a run)",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="times each --retention value is run, alternating")
     args = parser.parse_args()
     body = os.urandom(args.body)
 
-    data = Path(tempfile.mkdtemp(prefix="halfmq-bench-"))
-    port = free_port()
-    broker = start(
-        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port),
-         "--http-port", "0", "--rocketmq-port", "0",
-         "--topic", "bench:4",
-         "--flush", args.flush, "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3"],
-        "halfmq broker ready",
-    )  # fmt: skip
     listener = Listener(args.unknown_ratio)
-    address = f"127.0.0.1:{port}"
-    results = {}
-    try:
-        for shape in args.shapes.split(","):
-            results[shape] = run_shape(shape, address, args.producers, args.seconds, body, listener)
-        time.sleep(4)  # let the last UNKNOWN transactions be checked
-    finally:
-        broker.terminate()
-        broker.wait()
+    retentions = [float(value) for value in args.retention.split(",")]
+    runs: dict[float, dict[str, list[dict]]] = {retention: {} for retention in retentions}
+    for _ in range(args.rounds):  # alternating, so that drift of the machine hits every setting alike
+        for retention in retentions:
+            for shape, txn in run_broker(args, retention, body, listener).items():
+                runs[retention].setdefault(shape, []).append(txn)
     echo_port = free_port()
     echo_server = start([sys.executable, "-m", "bench._echo_server", str(echo_port)], "ready")
     try:
@@ -267,15 +283,23 @@ def main() -> None:
     duplicated = sum(n - 1 for n in listener.checks.values() if n > 1)
     print(f"config: concurrency={args.producers} body={args.body}B flush={args.flush} seconds={args.seconds}"
           f" unknown_ratio={args.unknown_ratio} cpus={os.cpu_count()}")  # fmt: skip
-    for shape, txn in results.items():
-        print(f"{shape:>15}: {txn['count']:7d} txn, {txn['tps']:6.0f} txn/s; send-execute-commit avg"
-              f" {txn['avg_ms']:6.2f} ms, p50 {txn['p50_ms']:6.2f} ms, p99 {txn['p99_ms']:6.2f} ms,"
-              f" max {txn['max_ms']:7.2f} ms")  # fmt: skip
+    for retention, shapes in runs.items():
+        for shape, measured in shapes.items():
+            for txn in measured:
+                print(f"{shape:>15}: {txn['count']:7d} txn, {txn['tps']:6.0f} txn/s; send-execute-commit avg"
+                      f" {txn['avg_ms']:6.2f} ms, p50 {txn['p50_ms']:6.2f} ms, p99 {txn['p99_ms']:6.2f} ms,"
+                      f" max {txn['max_ms']:7.2f} ms; retention {retention:g} s,"
+                      f" store {txn['store_mb']:.0f} MB")  # fmt: skip
+    results = {shape: measured[-1] for shape, measured in runs[retentions[0]].items()}
     print(f"checks: {checks}  unexpected checks: {unexpected}  duplicated checks: {duplicated}")
     print(f"bare gRPC echo: {echo_rps:.0f} RPC/s  -> two-RPC limit {echo_rps / 2:.0f} txn/s")
     main_shape = "shared-async" if "shared-async" in results else next(iter(results))
     main_tps = results[main_shape]["tps"]
     print(f"ratio {main_shape} TPS / two-RPC echo limit: {main_tps / (echo_rps / 2):.2f}")
+    for retention in retentions[1:]:
+        mean = {r: statistics.mean(t["tps"] for t in runs[r][main_shape]) for r in (retentions[0], retention)}
+        print(f"ratio {main_shape} TPS, retention {retention:g} s / {retentions[0]:g} s, mean of {args.rounds}:"
+              f" {mean[retention] / mean[retentions[0]]:.3f}")  # fmt: skip
     if rabbit is None:
         print(f"RabbitMQ: not run ({skip_peer})")
     else:

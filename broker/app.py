@@ -10,6 +10,7 @@ import grpc
 
 from broker.clock import Clock, system_clock
 from broker.config import Settings
+from broker.controls import ControlledClock, TestControls
 from broker.grpc_api import create_server
 from broker.grpc_api.servicer import BrokerServicer
 from broker.http_api import AdminContext, create_app
@@ -17,6 +18,7 @@ from broker.http_api import create_server as create_http_server
 from broker.http_api.app import HttpServer
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
+from broker.retention import RetentionService
 from broker.store import Store
 from broker.transaction.check import CheckService
 from broker.transaction.registry import ProducerRegistry
@@ -38,9 +40,13 @@ class Broker:
 
     def __post_init__(self) -> None:
         settings = self.settings
+        controlled = ControlledClock() if settings.test_controls else None
+        if controlled is not None:
+            self.clock = controlled
         self.metrics = Metrics()
         self.store = Store(settings.data_dir, flush=settings.flush, on_commit=self.metrics.group_commit)
         self.metrics.watch_half_messages(self.store.pending_count)
+        self.metrics.watch_store(self.store.usage, self.store.low_offsets)
         self.registry = ProducerRegistry()
         self.messaging = MessagingService(self.store, max_body_bytes=settings.max_body_bytes, clock=self.clock)
         self.transactions = TransactionService(
@@ -49,6 +55,8 @@ class Broker:
         self.checks = CheckService(
             self.store, self.transactions, self.registry, settings.check_policy, metrics=self.metrics, clock=self.clock
         )
+        self.retention = RetentionService(self.store, settings.retention_policy, metrics=self.metrics, clock=self.clock)
+        self.controls = None if controlled is None else TestControls(controlled, self.store, self.checks, self.registry)
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
         self._rocketmq: grpc.aio.Server | None = None
@@ -57,12 +65,16 @@ class Broker:
     async def start(self) -> None:
         """Create the configured topics, start serving gRPC and the periodic check loop."""
         for topic in self.settings.topics:
-            await self.messaging.create_topic(topic.name, topic.queues)
+            await self.messaging.create_topic(topic.name, topic.queues, topic.retention)
         servicer = BrokerServicer(
             self.messaging, self.transactions, self.registry, check_timeout=self.settings.check_timeout
         )
         self._server, self.grpc_port = create_server(
-            servicer, f"{self.settings.host}:{self.settings.grpc_port}", auth_token=self.settings.auth_token
+            servicer,
+            f"{self.settings.host}:{self.settings.grpc_port}",
+            auth_token=self.settings.auth_token,
+            tls=self.settings.tls,
+            faults=None if self.controls is None else self.controls.faults,
         )
         await self._server.start()
         context = AdminContext(
@@ -73,6 +85,7 @@ class Broker:
             registry=self.registry,
             metrics=self.metrics,
             clock=self.clock,
+            controls=self.controls,
         )
         self._http = create_http_server(create_app(context), self.settings.host, self.settings.http_port)
         self._http_task = asyncio.create_task(self._http.serve())
@@ -83,10 +96,13 @@ class Broker:
             await asyncio.sleep(0.01)
         self.http_port = self._http.port
         await self._start_rocketmq()
-        self._tasks.append(asyncio.create_task(self.checks.run(self.settings.check_interval)))
+        checks = self.checks.run if self.controls is None else self.controls.run_checks
+        self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
+        self._tasks.append(asyncio.create_task(self.retention.run()))
         log.info(
-            "halfmq broker serving gRPC on %s:%d and HTTP on %s:%d, store %s",
-            self.settings.host, self.grpc_port, self.settings.host, self.http_port, self.store.path,
+            "halfmq broker serving gRPC on %s:%d and HTTP on %s:%d%s, store %s",
+            self.settings.host, self.grpc_port, self.settings.host, self.http_port,
+            " (TLS)" if self.settings.tls else "", self.store.path,
         )  # fmt: skip
 
     async def _start_rocketmq(self) -> None:
@@ -111,6 +127,7 @@ class Broker:
             ),
             address,
             auth_token=self.settings.auth_token,
+            tls=self.settings.tls,
         )
         await self._rocketmq.start()
         self.rocketmq_port = port

@@ -6,13 +6,16 @@ A flag wins over its environment variable, which wins over the default.
 from __future__ import annotations
 
 import argparse
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from broker.model import MAX_WIRE_BYTES, WIRE_ENVELOPE_BYTES, Topic
+from broker.retention import RetentionPolicy
 from broker.store import Flush
+from broker.tls import TlsFiles
 from broker.transaction.check import CheckPolicy
 
 
@@ -28,10 +31,18 @@ class Settings:
     check_max: int = 5
     check_timeout: float = 3.0
     max_half_age: float = 72 * 3600.0
+    retention: float = 72 * 3600.0
+    retention_bytes: int | None = None
     flush: Flush = Flush.SYNC
     max_body_bytes: int = 4 * 1024 * 1024
     topics: tuple[Topic, ...] = ()
     auth_token: str | None = None
+    tls: TlsFiles | None = None
+    test_controls: bool = False
+
+    @property
+    def retention_policy(self) -> RetentionPolicy:
+        return RetentionPolicy(self.retention, self.retention_bytes)
 
     @property
     def check_policy(self) -> CheckPolicy:
@@ -52,11 +63,11 @@ def parse_topic(spec: str) -> Topic:
         raise argparse.ArgumentTypeError(f"topic must be NAME[:QUEUES], got {spec!r}") from None
 
 
-def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
+def _positive(kind: type[int] | type[float], *, zero: bool = False) -> Callable[[str], int | float]:
     def convert(text: str) -> int | float:
         value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if zero else '>'} 0, got {text}")
         return value
 
     convert.__name__ = kind.__name__
@@ -74,10 +85,23 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("check_max", _positive(int), "checks before a half message is discarded (default 5)"),
     ("check_timeout", _positive(float), "seconds to wait for a check's answer (default 3)"),
     ("max_half_age", _positive(float), "seconds after which a half message is discarded regardless (default 259200)"),
+    (
+        "retention",
+        _positive(float, zero=True),
+        "seconds committed messages and resolved transactions are kept; 0 keeps everything (default 259200, 72 h)",
+    ),
+    (
+        "retention_bytes",
+        _positive(int),
+        "most bytes the store may use: the oldest messages go first (default: no limit)",
+    ),
     ("flush", Flush, "sync: fsync before acknowledging (default); async: survive a process crash only"),
     ("max_body_bytes", _positive(int), "largest accepted message: body, keys, tags and properties (default 4 MiB)"),
     ("auth_token", str, "shared token every gRPC call and mutating HTTP call must carry (default: none)"),
     ("auth_token_file", Path, "file holding the auth token, e.g. a mounted secret (instead of --auth-token)"),
+    ("tls_cert", Path, "PEM certificate chain: every port (native gRPC, RocketMQ 5, HTTP) serves TLS"),
+    ("tls_key", Path, "PEM private key of --tls-cert"),
+    ("tls_client_ca", Path, "PEM CA bundle: clients must present a certificate it signed (mutual TLS)"),
 )
 
 
@@ -90,6 +114,12 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
     parser = argparse.ArgumentParser(prog="halfmq-broker", description="halfmq transactional message broker")
     for name, kind, help_text in _OPTIONS:
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, help=help_text)
+    parser.add_argument(
+        "--test-controls",
+        action="store_true",
+        default=None,
+        help="serve the test controls under /test: a movable clock, fault injection, check rounds on demand",
+    )
     parser.add_argument(
         "--topic",
         dest="topics",
@@ -114,6 +144,7 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
             topics = [parse_topic(spec) for spec in env["HALFMQ_TOPICS"].split(",") if spec.strip()]
         except argparse.ArgumentTypeError as exc:
             parser.error(f"HALFMQ_TOPICS: {exc}")
+    test_controls = args.test_controls or env.get("HALFMQ_TEST_CONTROLS", "").lower() in ("1", "true", "yes", "on")
     token_file = values.pop("auth_token_file", None)
     if token_file is not None:
         if "auth_token" in values:
@@ -126,9 +157,19 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
         parser.error(
             "the auth token is empty: give a token, or leave --auth-token(-file) and HALFMQ_AUTH_TOKEN(_FILE) unset"
         )
+    cert, key, client_ca = (values.pop(f"tls_{name}", None) for name in ("cert", "key", "client_ca"))
+    if cert is not None or key is not None or client_ca is not None:
+        if cert is None or key is None:
+            parser.error("TLS needs both --tls-cert and --tls-key (HALFMQ_TLS_CERT, HALFMQ_TLS_KEY)")
+        tls = TlsFiles(Path(str(cert)), Path(str(key)), None if client_ca is None else Path(str(client_ca)))
+        try:
+            tls.check()
+        except (OSError, ssl.SSLError) as exc:
+            parser.error(f"cannot use the TLS files: {exc}")
+        values["tls"] = tls
     if values.get("max_body_bytes", 0) > MAX_WIRE_BYTES - WIRE_ENVELOPE_BYTES:  # type: ignore[operator]
         parser.error(
             f"--max-body-bytes must leave room for the envelope under the {MAX_WIRE_BYTES}-byte gRPC transport"
             f" limit: at most {MAX_WIRE_BYTES - WIRE_ENVELOPE_BYTES}"
         )
-    return Settings(**values, topics=tuple(topics))  # type: ignore[arg-type]
+    return Settings(**values, topics=tuple(topics), test_controls=test_controls)  # type: ignore[arg-type]

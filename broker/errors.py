@@ -15,8 +15,10 @@ in one table each (``broker.grpc_api.status``). ``code`` is the stable name sent
     ├── ResolutionConflict       the transaction was already resolved differently
     ├── MessageIdInUse           a message id already taken by another message or transaction
     ├── StaleReceiptHandle       a receipt handle that was acknowledged, or redelivered since
+    ├── OffsetOutOfRange         a pull below a queue's low offset: retention deleted those messages
     ├── StorageFull              the disk (or the store's size limit) is full; reads still work
     ├── StorageFailure           any other failure of the store's SQLite file
+    ├── TestControlsOff          a test control used on a broker started without --test-controls
     └── BrokerClosed             the store is shut down
 """
 
@@ -105,6 +107,18 @@ class StaleReceiptHandle(HalfmqError):
     """Raised when a receipt handle no longer names an in-flight delivery (acked or redelivered since)."""
 
     code = "STALE_RECEIPT_HANDLE"
+
+
+class OffsetOutOfRange(HalfmqError):
+    """Raised when a pull starts below a queue's low offset: retention deleted those messages."""
+
+    code = "OFFSET_OUT_OF_RANGE"
+
+
+class TestControlsOff(HalfmqError):
+    """Raised when a test control is used on a broker started without ``--test-controls``."""
+
+    code = "TEST_CONTROLS_OFF"
 
 
 class StoreInUse(HalfmqError):

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from broker.clock import Clock, system_clock, to_ms
-from broker.errors import HalfmqError, InvalidArgument
+from broker.errors import HalfmqError, InvalidArgument, OffsetOutOfRange
 from broker.model import (
     MAX_QUEUES,
+    MAX_RETENTION,
     PULL_BYTES,
     SYSTEM_TOPICS,
     M,
@@ -41,15 +42,19 @@ class MessagingService:
         self._max_body_bytes = max_body_bytes
         self._clock = clock
 
-    async def create_topic(self, name: str, queues: int) -> bool:
+    async def create_topic(self, name: str, queues: int, retention: float | None = None) -> bool:
         """Create a topic; True if created, False if it already existed with ``queues`` queues.
+        ``retention`` (seconds, 0 keeps everything) is set on it, new or not; None leaves the
+        topic's as it is (a new one follows the broker's).
 
         Raises InvalidArgument, HiddenTopic or TopicExists.
         """
         check_data_topic(name)
         if not 1 <= queues <= MAX_QUEUES:
             raise InvalidArgument(f"queues must be between 1 and {MAX_QUEUES}, got {queues}")
-        return await self._store.create_topic(name, queues)
+        if retention is not None and not 0 <= retention <= MAX_RETENTION:
+            raise InvalidArgument(f"retention must be between 0 and {MAX_RETENTION:.0f} seconds, got {retention}")
+        return await self._store.create_topic(name, queues, retention)
 
     def topics(self) -> list[Topic]:
         """The real topics (system topics are hidden)."""
@@ -107,15 +112,24 @@ class MessagingService:
             raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
         messages, (low, high) = await self._store.query(
             lambda: (read(topic, queue_id, offset, max_messages, PULL_BYTES), self._store.queue_range(topic, queue_id))
-        )  # one trip to a reader thread for both
+        )  # one trip to a reader thread for both, the read first: an empty read below ``low`` lost its messages
+        if (_first_offset(messages) if len(messages) else low) > offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} of {topic}/{queue_id} is below the queue's low offset {low}: retention deleted"
+                f" those messages; pull from {low} on"
+            )
         # A read returns consecutive offsets, so the last is the first plus the count.
-        next_offset = _first_offset(messages) + len(messages) if len(messages) else max(offset, low)
+        next_offset = offset + len(messages)
         return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
+
+    def topic(self, name: str) -> Topic:
+        """A real topic. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
+        check_data_topic(name)
+        return self._store.topic(name)
 
     def queue_count(self, topic: str) -> int:
         """How many queues a real topic has. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
-        check_data_topic(topic)
-        return self._store.topic(topic).queues
+        return self.topic(topic).queues
 
     async def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """``{queue_id: (min_offset, max_offset)}``, max being one past the newest message."""

@@ -7,9 +7,11 @@ front end exposes it at ``/metrics``.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from broker.model import TransactionState
 
@@ -47,6 +49,12 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1),
             registry=self.registry,
         )
+        self._deleted = Counter(
+            "halfmq_retention_deleted",
+            "What retention deleted: committed messages, or resolved transactions with their half and op records",
+            ["kind"],
+            registry=self.registry,
+        )
         self._batch = Histogram(
             "halfmq_store_group_commit_jobs",
             "Write jobs per group commit",
@@ -63,6 +71,22 @@ class Metrics:
                     outcome = sample.labels.get("outcome")
                     totals[f"{key}_{outcome}" if outcome else key] = sample.value
         return totals
+
+    def watch_store(
+        self, usage: Callable[[], tuple[int, int]], low_offsets: Callable[[], dict[tuple[str, int], int]]
+    ) -> None:
+        """Read the store's size (on disk, in use) and every queue's low offset at each scrape."""
+        Gauge("halfmq_store_bytes", "Bytes the store's files take on disk", registry=self.registry).set_function(
+            lambda: usage()[0]
+        )
+        Gauge(
+            "halfmq_store_used_bytes", "Bytes of the store in use (free pages left out)", registry=self.registry
+        ).set_function(lambda: usage()[1])
+        self.registry.register(_LowOffsets(low_offsets))
+
+    def retention_deleted(self, messages: int, transactions: int) -> None:
+        self._deleted.labels("messages").inc(messages)
+        self._deleted.labels("transactions").inc(transactions)
 
     def watch_half_messages(self, count: Callable[[], int]) -> None:
         """Read the pending count when scraped, so the gauge is always the store's truth."""
@@ -83,3 +107,18 @@ class Metrics:
     def group_commit(self, jobs: int, seconds: float) -> None:
         self._batch.observe(jobs)
         self._commit_latency.observe(seconds)
+
+
+class _LowOffsets(Collector):
+    """``halfmq_queue_low_offset{topic, queue}``: the oldest offset each queue still holds."""
+
+    def __init__(self, low_offsets: Callable[[], dict[tuple[str, int], int]]) -> None:
+        self._low_offsets = low_offsets
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "halfmq_queue_low_offset", "Oldest offset a queue holds (retention moves it up)", labels=["topic", "queue"]
+        )
+        for (topic, queue_id), low in sorted(self._low_offsets().items()):
+            family.add_metric([topic, str(queue_id)], low)
+        yield family

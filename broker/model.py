@@ -32,6 +32,7 @@ OP_TAG = "d"
 SYSTEM_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY")
 
 MAX_QUEUES = 256
+MAX_RETENTION = 100 * 365 * 86400.0  # seconds: a century; longer is a mistake (0 keeps forever)
 # The largest gRPC message either side accepts. A message's size limit must leave room under it
 # for the envelope, and a pull reply stays within PULL_BYTES (always at least one message).
 MAX_WIRE_BYTES = 64 * 1024 * 1024
@@ -113,8 +114,12 @@ class PullBatch(Generic[M]):
 
 @dataclass(frozen=True)
 class Topic:
+    """A real or system topic; ``retention`` in seconds overrides the broker's (0 keeps everything,
+    None follows the broker's setting)."""
+
     name: str
     queues: int
+    retention: float | None = None
 
 
 class Resolution(Enum):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from halfmq_testing import free_port
 from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionListener, TransactionProducer
 
 
@@ -41,12 +41,6 @@ class Orders(TransactionListener):
             found = conn.execute("SELECT 1 FROM orders WHERE id = ?", (msg.keys[0],)).fetchone()
         print(f"  broker checked back on {msg.keys[0]}: {'COMMIT' if found else 'ROLLBACK'}")
         return LocalTransactionState.COMMIT if found else LocalTransactionState.ROLLBACK
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def main() -> None:

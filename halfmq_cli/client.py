@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -17,10 +18,16 @@ class AdminError(Exception):
 
 
 class AdminClient:
-    def __init__(self, url: str, token: str | None, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, token: str | None, timeout: float = 10.0, ca: str | None = None) -> None:
+        """``ca``: a PEM file of the CA that signed the broker's certificate, trusted for an
+        ``https://`` URL (instead of the system's CAs)."""
         self._url = url.rstrip("/")
         self._token = token
         self._timeout = timeout
+        try:
+            self._tls = ssl.create_default_context(cafile=ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise AdminError("BAD_CA", f"cannot use the CA file {ca}: {exc}") from None
 
     def get(self, path: str, **query: object) -> Any:
         params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
@@ -39,7 +46,7 @@ class AdminClient:
             headers["Authorization"] = f"Bearer {self._token}"
         request = urllib.request.Request(self._url + path, data=data, headers=headers, method=method)
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+            with urllib.request.urlopen(request, timeout=self._timeout, context=self._tls) as response:
                 return json.load(response)
         except urllib.error.HTTPError as exc:
             try:

@@ -55,12 +55,19 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
     if resource == "topics":
         if action == "list":
             page = client.get("/topics", limit=1000)
-            return page, table(page["items"], ("name", "queues"))
+            return page, table(page["items"], ("name", "queues", "retention_seconds"))
         if action == "create":
-            created = client.post("/topics", {"name": args.name, "queues": args.queues})
+            created = client.post(
+                "/topics", {"name": args.name, "queues": args.queues, "retention_seconds": args.retention}
+            )
+            kept = created["retention_seconds"]
+            retention = (
+                "the broker's retention" if kept is None else f"retention {kept:g} s" if kept else "kept forever"
+            )
             return (
                 created,
-                f"topic {args.name} {'created' if created['created'] else 'already exists'} ({args.queues} queues)",
+                f"topic {args.name} {'created' if created['created'] else 'already exists'}"
+                f" ({args.queues} queues, {retention})",
             )
         queues = client.get(f"/topics/{args.name}/queues")
         return queues, table(queues, ("queue_id", "min_offset", "max_offset"))
@@ -96,6 +103,7 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="halfmq", description="Operate a halfmq broker through its admin API.")
     root.add_argument("--url", default=os.environ.get("HALFMQ_URL", "http://127.0.0.1:8080"), help="admin API URL")
     root.add_argument("--token", default=os.environ.get("HALFMQ_AUTH_TOKEN"), help="the broker's auth token")
+    root.add_argument("--ca", help="PEM file of the CA that signed the broker's certificate (with an https:// --url)")
     root.add_argument("--json", action="store_true", help="print JSON instead of tables")
     resources = root.add_subparsers(dest="resource", required=True)
 
@@ -106,6 +114,9 @@ def parser() -> argparse.ArgumentParser:
     create = topics.add_parser("create", help="create a topic")
     create.add_argument("name")
     create.add_argument("--queues", type=int, default=4)
+    create.add_argument(
+        "--retention", type=float, help="seconds its committed messages are kept (0: forever; default: the broker's)"
+    )
     topics.add_parser("offsets", help="per-queue offsets of a topic").add_argument("name")
 
     txns = resources.add_parser("transactions", help="half messages and operator actions").add_subparsers(
@@ -168,8 +179,8 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
             sys.exit(1)
         return
     try:
-        result, text = run(args, AdminClient(args.url, args.token))
+        result, text = run(args, AdminClient(args.url, args.token, ca=args.ca))
     except AdminError as exc:
         print(f"halfmq: {exc}", file=sys.stderr)
-        sys.exit(2 if exc.code == "UNREACHABLE" else 1)
+        sys.exit(2 if exc.code in ("UNREACHABLE", "BAD_CA") else 1)
     out(json.dumps(result, indent=2) if args.json else text)

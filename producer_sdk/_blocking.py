@@ -5,19 +5,19 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Self
 
-from producer_sdk._client import BrokerClient
+from producer_sdk._client import BrokerClient, TlsCa
 from producer_sdk._loop import LoopThread
 
 
-async def _make_client(broker: str, timeout: float, token: str | None) -> BrokerClient:
+async def _make_client(broker: str, timeout: float, token: str | None, tls_ca: TlsCa) -> BrokerClient:
     """Channels belong to the loop they are made on."""
-    return BrokerClient(broker, timeout=timeout, token=token)
+    return BrokerClient(broker, timeout=timeout, token=token, tls_ca=tls_ca)
 
 
 class BlockingClient:
-    def __init__(self, *, broker: str, timeout: float, token: str | None) -> None:
+    def __init__(self, *, broker: str, timeout: float, token: str | None, tls_ca: TlsCa) -> None:
         self._loop = LoopThread()
-        self._client = self._loop.run(_make_client(broker, timeout, token))
+        self._client = self._loop.run(_make_client(broker, timeout, token, tls_ca))
 
     def _call(self, method: str, request: Any) -> Any:
         return self._loop.run(self._client.call(method, request))

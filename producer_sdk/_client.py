@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -14,9 +16,10 @@ import grpc
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk._batcher import Batcher
-from producer_sdk.errors import from_item_error, from_rpc_error
+from producer_sdk.errors import UNREACHABLE_HINT, BrokerUnavailable, from_item_error, from_rpc_error
 from producer_sdk.message import Message, ReceivedMessage, SendReceipt
 
+TlsCa = str | os.PathLike[str] | None  # the PEM file of the CA that signed the broker's certificate
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -36,9 +39,15 @@ class BrokerClient:
     """Calls the broker; every RPC of the protocol is idempotent, so unreachable-broker
     failures are retried with backoff until ``timeout`` seconds have passed."""
 
-    def __init__(self, broker: str, *, timeout: float, token: str | None = None) -> None:
-        self._channel = grpc.aio.insecure_channel(broker, options=_CHANNEL_OPTIONS)
+    def __init__(self, broker: str, *, timeout: float, token: str | None = None, tls_ca: TlsCa = None) -> None:
+        """``tls_ca``: the PEM file of the CA that signed the broker's certificate; TLS is on when given."""
+        if tls_ca is None:
+            self._channel = grpc.aio.insecure_channel(broker, options=_CHANNEL_OPTIONS)
+        else:
+            credentials = grpc.ssl_channel_credentials(Path(tls_ca).read_bytes())
+            self._channel = grpc.aio.secure_channel(broker, credentials, options=_CHANNEL_OPTIONS)
         self.broker_stub = pb_grpc.BrokerStub(self._channel)
+        self.broker = broker
         self.timeout = timeout
         self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
 
@@ -52,8 +61,14 @@ class BrokerClient:
             try:
                 return await rpc(request, timeout=max(remaining, 0.01), wait_for_ready=True, metadata=self.metadata)
             except grpc.aio.AioRpcError as exc:
-                if exc.code() not in _RETRYABLE or time.monotonic() + backoff >= deadline:
+                if exc.code() not in _RETRYABLE:
                     raise from_rpc_error(exc) from exc
+                if time.monotonic() + backoff >= deadline:
+                    raise BrokerUnavailable(
+                        f"no answer from the broker at {self.broker} within {self.timeout:g} s ({exc.details()});"
+                        f" {UNREACHABLE_HINT}",
+                        status=exc.code().name,
+                    ) from exc
             await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
             backoff = min(backoff * 2, 1.0)
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._blocking import BlockingClient
-from producer_sdk._client import received_from_pb
+from producer_sdk._client import TlsCa, received_from_pb
 from producer_sdk.message import PullResult, ReceivedMessage
 
 if TYPE_CHECKING:
@@ -14,10 +14,13 @@ if TYPE_CHECKING:
 
 
 class PullConsumer(BlockingClient):
-    """Blocking consumer for one consumer ``group``; use as ``with``."""
+    """Blocking consumer for one consumer ``group``; use as ``with``. ``tls_ca`` (the PEM file of
+    the CA that signed the broker's certificate) turns TLS on."""
 
-    def __init__(self, *, group: str, broker: str, timeout: float = 10.0, token: str | None = None) -> None:
-        super().__init__(broker=broker, timeout=timeout, token=token)
+    def __init__(
+        self, *, group: str, broker: str, timeout: float = 10.0, token: str | None = None, tls_ca: TlsCa = None
+    ) -> None:
+        super().__init__(broker=broker, timeout=timeout, token=token, tls_ca=tls_ca)
         self.group = group
 
     def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:

@@ -16,6 +16,7 @@ Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matc
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
     ├── ResolutionConflict       the transaction was already resolved differently
     ├── MessageIdInUse           the message id is taken by another message or transaction
+    ├── OffsetOutOfRange         a pull below the queue's low offset (retention deleted those messages)
     └── BrokerError              any other broker failure (status and message kept)
         └── StorageFull          the broker's disk is full: nothing of the request was stored
 """
@@ -39,6 +40,11 @@ class HalfmqError(Exception):
 
 class BrokerUnavailable(HalfmqError):
     """Raised when the broker cannot be reached (after retries) or the client is closed."""
+
+
+# What a client that cannot reach the broker should check: a TLS broker closes a plaintext
+# client's connection during the handshake, and gRPC then only says that time ran out.
+UNREACHABLE_HINT = "is it running there, and is the client's TLS setting (tls_ca) the broker's?"
 
 
 class Unauthenticated(HalfmqError):
@@ -85,6 +91,11 @@ class MessageIdInUse(HalfmqError):
     """Raised when the message id is already used in the topic by another message or transaction."""
 
 
+class OffsetOutOfRange(HalfmqError):
+    """Raised when a pull starts below the queue's low offset: retention deleted those messages
+    (start again from the queue's ``min_offset``)."""
+
+
 class BrokerError(HalfmqError):
     """Raised for any other failure the broker reports."""
 
@@ -106,6 +117,7 @@ _BY_CODE: dict[str, type[HalfmqError]] = {
     "BROKER_CLOSED": BrokerUnavailable,
     "MESSAGE_ID_IN_USE": MessageIdInUse,
     "STORAGE_FULL": StorageFull,
+    "OFFSET_OUT_OF_RANGE": OffsetOutOfRange,
 }
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._blocking import BlockingClient
-from producer_sdk._client import SENDS, message_to_pb, receipt_from_pb
+from producer_sdk._client import SENDS, TlsCa, message_to_pb, receipt_from_pb
 from producer_sdk.message import Message, SendReceipt
 
 
@@ -19,8 +19,17 @@ class Producer(BlockingClient):
     seconds of waiting buy bigger batches.
     """
 
-    def __init__(self, *, broker: str, timeout: float = 10.0, token: str | None = None, linger: float = 0.0) -> None:
-        super().__init__(broker=broker, timeout=timeout, token=token)
+    def __init__(
+        self,
+        *,
+        broker: str,
+        timeout: float = 10.0,
+        token: str | None = None,
+        linger: float = 0.0,
+        tls_ca: TlsCa = None,
+    ) -> None:
+        """``tls_ca``: the PEM file of the CA that signed the broker's certificate; TLS is on when given."""
+        super().__init__(broker=broker, timeout=timeout, token=token, tls_ca=tls_ca)
         self._sends = self._client.batcher(SENDS, linger=linger)
 
     def send(self, msg: Message) -> SendReceipt:
@@ -32,7 +41,10 @@ class Producer(BlockingClient):
         response = self._call("SendBatch", pb.SendBatchRequest(messages=[message_to_pb(m) for m in msgs]))
         return [receipt_from_pb(r) for r in response.results]
 
-    def create_topic(self, name: str, queues: int = 4) -> bool:
-        """Create a topic; True if created, False if it already existed with ``queues`` queues."""
-        response = self._call("CreateTopic", pb.CreateTopicRequest(topic=pb.Topic(name=name, queues=queues)))
+    def create_topic(self, name: str, queues: int = 4, *, retention: float | None = None) -> bool:
+        """Create a topic; True if created, False if it already existed with ``queues`` queues.
+        ``retention`` (seconds; 0 keeps everything) is set on it, new or not; None follows the
+        broker's for a new topic and leaves an existing one's as it is."""
+        topic = pb.Topic(name=name, queues=queues, retention_seconds=retention)
+        response = self._call("CreateTopic", pb.CreateTopicRequest(topic=topic))
         return bool(response.created)

@@ -11,10 +11,10 @@ from types import TracebackType
 from typing import Any
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
-from producer_sdk._client import ENDS, HALVES, BrokerClient, message_to_pb, received_from_pb
+from producer_sdk._client import ENDS, HALVES, BrokerClient, TlsCa, message_to_pb, received_from_pb
 from producer_sdk._loop import LoopThread
 from producer_sdk._session import RESOLUTIONS, SessionLoop
-from producer_sdk.errors import BrokerError, BrokerUnavailable
+from producer_sdk.errors import UNREACHABLE_HINT, BrokerError, BrokerUnavailable
 from producer_sdk.listener import TransactionListener, await_listener, call_listener
 from producer_sdk.message import LocalTransactionState, Message, TransactionSendResult, TransactionState
 
@@ -26,7 +26,8 @@ class AsyncTransactionProducer:
 
     Listener methods may be ``async def`` (awaited) or plain (run in a pool of
     ``check_threads`` threads). ``timeout`` bounds every call to the broker, retries included.
-    ``token`` is the broker's shared auth token, if it has one.
+    ``token`` is the broker's shared auth token, if it has one. ``tls_ca`` (the PEM file of the
+    CA that signed the broker's certificate) turns TLS on.
 
     Concurrent transactions share calls: half messages (and ends) that callers send while an
     earlier call is in flight go to the broker together in the next call, each with its own
@@ -44,10 +45,12 @@ class AsyncTransactionProducer:
         client_id: str | None = None,
         token: str | None = None,
         linger: float = 0.0,
+        tls_ca: TlsCa = None,
     ) -> None:
         self.group = group
         self._linger = linger
         self._token = token
+        self._tls_ca = tls_ca
         self.broker = broker
         self.listener = listener
         self.client_id = client_id or f"{group}-{uuid.uuid4().hex[:12]}"
@@ -65,7 +68,7 @@ class AsyncTransactionProducer:
     async def start(self) -> None:
         """Connect and open the session; raise BrokerUnavailable if that fails within ``timeout``,
         or InvalidArgument if the broker refuses the producer group."""
-        self._client = BrokerClient(self.broker, timeout=self._timeout, token=self._token)
+        self._client = BrokerClient(self.broker, timeout=self._timeout, token=self._token, tls_ca=self._tls_ca)
         self._halves = self._client.batcher(HALVES, linger=self._linger)
         self._ends = self._client.batcher(ENDS, linger=self._linger)
         self._session = SessionLoop(self._client, self.group, self.client_id, self._check)
@@ -78,7 +81,9 @@ class AsyncTransactionProducer:
             await self.close()
             if refused is not None:
                 raise refused
-            raise BrokerUnavailable(f"no session with the broker at {self.broker} within {self._timeout}s")
+            raise BrokerUnavailable(
+                f"no session with the broker at {self.broker} within {self._timeout:g} s; {UNREACHABLE_HINT}"
+            )
 
     async def close(self) -> None:
         if self._session_task is not None:
@@ -173,6 +178,7 @@ class TransactionProducer:
         client_id: str | None = None,
         token: str | None = None,
         linger: float = 0.0,
+        tls_ca: TlsCa = None,
     ) -> None:
         self._loop = LoopThread()
         self._producer = AsyncTransactionProducer(
@@ -184,6 +190,7 @@ class TransactionProducer:
             client_id=client_id,
             token=token,
             linger=linger,
+            tls_ca=tls_ca,
         )
         self.listener = listener
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
 
@@ -22,11 +23,26 @@ from spark_consumer.offsets import Ranges
 _OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
 
 
+@dataclass(frozen=True)
+class Connection:
+    """How to reach the broker: ``host:port``, the PEM CA certificate that signed the broker's
+    (TLS is on when given), and the broker's auth token, if it has one."""
+
+    broker: str
+    tls_ca: bytes | None = None
+    token: str | None = None
+
+
 class BrokerReader:
-    def __init__(self, broker: str, *, timeout: float = 30.0) -> None:
-        self._channel = grpc.insecure_channel(broker, options=_OPTIONS)
+    def __init__(self, connection: Connection, *, timeout: float = 30.0) -> None:
+        if connection.tls_ca is None:
+            self._channel = grpc.insecure_channel(connection.broker, options=_OPTIONS)
+        else:
+            credentials = grpc.ssl_channel_credentials(connection.tls_ca)
+            self._channel = grpc.secure_channel(connection.broker, credentials, options=_OPTIONS)
         self._stub = pb_grpc.BrokerStub(self._channel)
         self._timeout = timeout
+        self._metadata = (("authorization", f"Bearer {connection.token}"),) if connection.token else ()
 
     def ranges(self, topics: tuple[str, ...]) -> Ranges:
         """``{topic: {queue: (min, max)}}``; raises TopicNotFound, HiddenTopic, BrokerUnavailable."""
@@ -48,7 +64,7 @@ class BrokerReader:
 
     def _call(self, rpc: grpc.UnaryUnaryMultiCallable, request: object) -> Any:
         try:
-            return rpc(request, timeout=self._timeout, wait_for_ready=True)
+            return rpc(request, timeout=self._timeout, wait_for_ready=True, metadata=self._metadata)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
 
@@ -64,16 +80,16 @@ class BrokerReader:
         self.close()
 
 
-_shared: dict[tuple[int, str], BrokerReader] = {}
+_shared: dict[tuple[int, Connection], BrokerReader] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_reader(broker: str) -> BrokerReader:
-    """This process's reader for ``broker``, opened on first use and kept for the process's life
-    (keyed by pid too: a forked child never uses its parent's channel)."""
-    key = (os.getpid(), broker)
+def shared_reader(connection: Connection) -> BrokerReader:
+    """This process's reader for ``connection``, opened on first use and kept for the process's
+    life (keyed by pid too: a forked child never uses its parent's channel)."""
+    key = (os.getpid(), connection)
     with _shared_lock:
         reader = _shared.get(key)
         if reader is None:
-            reader = _shared[key] = BrokerReader(broker)
+            reader = _shared[key] = BrokerReader(connection)
         return reader

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from spark_consumer.client import Connection
 from spark_consumer.offsets import EARLIEST, LATEST, OffsetError, Position, parse_position
 
 MAX_FETCH = 1024
@@ -18,6 +20,8 @@ _KNOWN = {
     "maxoffsetspertrigger",
     "failondataloss",
     "fetchsize",
+    "tlscafile",
+    "token",
     "path",
 }
 
@@ -28,7 +32,7 @@ class OptionError(ValueError):
 
 @dataclass(frozen=True)
 class SourceOptions:
-    broker: str
+    connection: Connection  # options broker, tlsCaFile (read on the driver) and token
     topics: tuple[str, ...]
     starting: Position
     ending: Position
@@ -69,7 +73,7 @@ class SourceOptions:
         if streaming is False and starting == LATEST and "startingoffsets" in given:
             raise OptionError("startingOffsets='latest' reads nothing in a batch query; use 'earliest' or JSON")
         return cls(
-            broker=broker,
+            connection=Connection(broker, _read_ca(given.get("tlscafile")), given.get("token") or None),
             topics=topics,
             starting=starting,
             ending=ending,
@@ -89,6 +93,16 @@ def _positive(given: Mapping[str, str], key: str, name: str, default: int | None
     if value <= 0:
         raise OptionError(f"option {name!r} must be a positive integer, got {value}")
     return value
+
+
+def _read_ca(path: str | None) -> bytes | None:
+    """The PEM CA file's bytes, read here so that executors need no copy of the file."""
+    if path is None:
+        return None
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise OptionError(f"option 'tlsCaFile' must name a readable PEM file: {exc}") from None
 
 
 def _boolean(text: str) -> bool:

@@ -24,8 +24,9 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from producer_sdk.columns import record_batch
+from producer_sdk.errors import OffsetOutOfRange
 from spark_consumer import offsets as off
-from spark_consumer.client import BrokerReader, shared_reader
+from spark_consumer.client import BrokerReader, Connection, shared_reader
 from spark_consumer.options import SourceOptions
 
 SCHEMA = (
@@ -39,7 +40,7 @@ SCHEMA = (
 class QueueSlice(InputPartition):
     """Messages ``[start, end)`` of one queue: one Spark input partition."""
 
-    broker: str
+    connection: Connection
     topic: str
     queue_id: int
     start: int
@@ -51,7 +52,7 @@ class QueueSlice(InputPartition):
 def slices(options: SourceOptions, start: off.Offsets, end: off.Offsets) -> list[QueueSlice]:
     return [
         QueueSlice(
-            options.broker,
+            options.connection,
             topic,
             queue,
             start[topic].get(queue, 0),
@@ -69,28 +70,33 @@ def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
     """Pull ``[start, end)`` of the queue as columns and yield them as Arrow batches; the same
     slice always yields the same messages, so a replayed micro-batch reads exactly what it read
     before. Uses this process's channel to the broker."""
-    broker = shared_reader(part.broker)
+    broker = shared_reader(part.connection)
     offset = part.start
+    where = f"{part.topic}/{part.queue_id}"
     while offset < part.end:
-        reply = broker.pull_columns(part.topic, part.queue_id, offset, min(part.fetch_size, part.end - offset))
-        first = int.from_bytes(reply.queue_offsets[:8], "little", signed=True) if reply.count else part.end
-        if first != offset:
+        try:
+            reply = broker.pull_columns(part.topic, part.queue_id, offset, min(part.fetch_size, part.end - offset))
+        except OffsetOutOfRange as exc:
+            if part.fail_on_data_loss:
+                raise off.DataLoss(f"{where}: {exc}. Set failOnDataLoss=false to skip what is gone") from exc
+            offset = broker.ranges((part.topic,))[part.topic][part.queue_id][0]
+            continue
+        if not reply.count:
             if part.fail_on_data_loss:
                 raise off.DataLoss(
-                    f"{part.topic}/{part.queue_id}: offset {offset} is missing at the broker (it holds "
-                    f"[{reply.min_offset}, {reply.max_offset})); set failOnDataLoss=false to skip it"
+                    f"{where}: offset {offset} is beyond the newest message (the queue holds [{reply.min_offset},"
+                    f" {reply.max_offset})); was the broker's store replaced? Set failOnDataLoss=false to skip it"
                 )
-            if first >= part.end:
-                return
-        in_slice = min(reply.count, part.end - first)  # a reply's offsets are consecutive
+            return
+        in_slice = min(reply.count, part.end - offset)  # a reply's offsets are consecutive from ``offset``
         yield record_batch(part.topic, part.queue_id, reply).slice(0, in_slice)
-        offset = first + in_slice
+        offset += in_slice
 
 
 class HalfmqBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
-        with BrokerReader(options.broker) as broker:
+        with BrokerReader(options.connection) as broker:
             ranges = broker.ranges(options.topics)
         self._start = off.check_available(
             off.resolve("startingOffsets", options.starting, ranges), ranges, options.fail_on_data_loss
@@ -113,7 +119,7 @@ class HalfmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: off.Offsets | None = None
 
     def _ranges(self) -> off.Ranges:
-        with BrokerReader(self._options.broker) as broker:
+        with BrokerReader(self._options.connection) as broker:
             return broker.ranges(self._options.topics)
 
     def _latest(self) -> off.Offsets:
@@ -151,7 +157,7 @@ class HalfmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_slice(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to release: the broker keeps every committed message."""
+        """Nothing to release: the broker keeps committed messages for its retention."""
 
     def stop(self) -> None:
         """Nothing to close: no connection outlives a call."""

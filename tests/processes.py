@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from halfmq_testing import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -30,12 +32,6 @@ def consume(endpoint: str, group: str, mode: str, env: dict[str, str]) -> list[s
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout.splitlines()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class BrokerProcess:

@@ -10,6 +10,8 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+import trustme
+
 from broker.app import Broker
 from broker.config import Settings
 from broker.model import Topic
@@ -120,3 +122,17 @@ class ScriptedListener(TransactionListener):
         self.checked.append(msg.transaction_id)
         key = msg.keys[0] if msg.keys else ""
         return self._check_default or self.outcomes.get(key, LocalTransactionState.UNKNOWN)
+
+
+class Pki:
+    """A throwaway CA, the broker's certificate for 127.0.0.1, and a client certificate, as files."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir()  # the files are 0644: a container's own user must read them too
+        authority = trustme.CA()
+        self.ca = folder / "ca.pem"
+        self.server = folder / "server.pem"
+        self.client = folder / "client.pem"
+        authority.cert_pem.write_to_path(str(self.ca))
+        authority.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(self.server))
+        authority.issue_cert("client@halfmq.test").private_key_and_cert_chain_pem.write_to_path(str(self.client))

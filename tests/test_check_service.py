@@ -7,8 +7,8 @@ import grpc
 from broker.model import DISCARD_TOPIC, TransactionState
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
+from halfmq_testing import free_port
 from producer_sdk import LocalTransactionState, Message, TransactionProducer
-from tests.processes import free_port
 from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, topic_rows, wait_until
 
 

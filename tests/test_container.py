@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import uuid
@@ -17,9 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from halfmq_testing import free_port
 from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionProducer
-from tests.processes import consume, free_port, official
-from tests.support import ScriptedListener, wait_until
+from tests.processes import consume, official
+from tests.support import Pki, ScriptedListener, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,12 +75,14 @@ def image() -> Iterator[tuple[dict[str, str], str]]:
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path):
-    """The token comes from a mounted secret file; native and official RocketMQ 5 clients both work."""
+    """The token and the TLS files come from mounted secrets; every port serves TLS; native and
+    official RocketMQ 5 clients both work."""
     env, tag = image
     grpc_port, http_port, rocketmq_port = free_port(), free_port(), free_port()
     secret = tmp_path / "token"
     secret.write_text("s3cret\n")
     secret.chmod(0o644)
+    pki = Pki(tmp_path / "tls")
     volume, name = f"halfmq-test-{uuid.uuid4().hex[:8]}", f"halfmq-test-{uuid.uuid4().hex[:8]}"
     podman(env, "volume", "create", volume)
     try:
@@ -87,12 +91,14 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
             # Host networking shares the host's interfaces: bind loopback only.
             "-e", "HALFMQ_HOST=127.0.0.1", "-e", f"HALFMQ_GRPC_PORT={grpc_port}", "-e", f"HALFMQ_HTTP_PORT={http_port}",
             "-e", f"HALFMQ_ROCKETMQ_PORT={rocketmq_port}", "-v", f"{secret}:/run/secrets/halfmq-token:ro,Z",
-            "-e", "HALFMQ_AUTH_TOKEN_FILE=/run/secrets/halfmq-token",
+            "-e", "HALFMQ_AUTH_TOKEN_FILE=/run/secrets/halfmq-token", "-v", f"{pki.server}:/run/secrets/tls.pem:ro,Z",
+            "-e", "HALFMQ_TLS_CERT=/run/secrets/tls.pem", "-e", "HALFMQ_TLS_KEY=/run/secrets/tls.pem",
             "-e", "HALFMQ_TOPICS=orders:4", "-e", "HALFMQ_CHECK_INTERVAL=0.5", "-e", "HALFMQ_TRANSACTION_TIMEOUT=1",
             tag,
         )  # fmt: skip
-        http = f"http://127.0.0.1:{http_port}"
-        healthy = lambda: httpx.get(f"{http}/healthz", timeout=2).status_code == 200  # noqa: E731
+        http = f"https://127.0.0.1:{http_port}"
+        trusted = ssl.create_default_context(cafile=pki.ca)
+        healthy = lambda: httpx.get(f"{http}/healthz", timeout=2, verify=trusted).status_code == 200  # noqa: E731
         wait_until(lambda: _safely(healthy), 60)
         podman(env, "healthcheck", "run", name)
         assert podman(env, "exec", name, "id", "-u") == "10001"
@@ -102,16 +108,18 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
         for key, outcome in outcomes.items():
             listener.outcomes[key] = LocalTransactionState[outcome]
         address = f"127.0.0.1:{grpc_port}"
-        with TransactionProducer(group="g", broker=address, listener=listener, token="s3cret") as producer:
+        with TransactionProducer(
+            group="g", broker=address, listener=listener, token="s3cret", tls_ca=pki.ca
+        ) as producer:
             for key in outcomes:
                 producer.send_message_in_transaction(Message(topic="orders", body=key.encode(), keys=[key]))
             listener.outcomes["later"] = LocalTransactionState.COMMIT  # the check-back will find it committed
-            wait_until(lambda: httpx.get(f"{http}/healthz").json()["pending_half_messages"] == 0, 30)
+            wait_until(lambda: httpx.get(f"{http}/healthz", verify=trusted).json()["pending_half_messages"] == 0, 30)
         assert listener.checked, "the broker in the container checked back with the host's producer"
 
         podman(env, "restart", name)
         wait_until(lambda: _safely(healthy), 60)
-        with PullConsumer(group="audit", broker=address, token="s3cret") as consumer:
+        with PullConsumer(group="audit", broker=address, token="s3cret", tls_ca=pki.ca) as consumer:
             bodies = sorted(
                 m.body
                 for q in consumer.queue_offsets("orders")
@@ -119,8 +127,9 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
             )
         assert bodies == [b"c1", b"c2", b"later"]
 
-        # The official RocketMQ 5 client, signing with the token: commit, rollback, normal, receive.
-        client_env = {**os.environ, "HOME": str(tmp_path / "home"), "RMQ_SK": "s3cret"}
+        # The official RocketMQ 5 client, over TLS, signing with the token: commit, rollback, normal, receive.
+        client_env = {**os.environ, "HOME": str(tmp_path / "home"), "RMQ_SK": "s3cret", "RMQ_TLS": "1",
+                      "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(pki.ca)}  # fmt: skip
         endpoint = f"127.0.0.1:{rocketmq_port}"
         sent, _ = official(endpoint, "send", client_env).communicate(timeout=180)
         assert "SENT rmq-normal" in sent

@@ -15,7 +15,7 @@ import httpx
 import pyspark
 import pytest
 
-from tests.processes import free_port
+from halfmq_testing import free_port
 from tests.support import wait_until
 from tests.test_spark_exactly_once import amounts, send_orders
 

@@ -10,8 +10,11 @@ import pytest
 
 from broker.model import HALF_TOPIC
 from producer_sdk import LocalTransactionState, Message, Producer, TransactionProducer
+from spark_consumer.client import Connection
+from spark_consumer.offsets import DataLoss
+from spark_consumer.source import QueueSlice, read_slice
 from tests.spark_support import batch_reader, run_available_now, stream_reader
-from tests.support import ScriptedListener, wait_until
+from tests.support import BrokerThread, ScriptedListener, broker_settings, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -175,3 +178,48 @@ def test_offsets_beyond_the_broker_fail_unless_fail_on_data_loss_is_false(spark,
         batch_reader(spark, broker.address, startingOffsets=beyond).collect()
     rows = batch_reader(spark, broker.address, startingOffsets=beyond, failOnDataLoss="false").collect()
     assert bodies(rows) == sorted(expected)
+
+
+def test_messages_deleted_by_retention_fail_the_read_unless_fail_on_data_loss_is_false(spark, broker, clock):
+    send_normal(broker.address, 8, prefix="old")
+    clock.advance(73 * 3600)  # past the broker's 72 h
+    kept = send_normal(broker.address, 8, prefix="new")
+    broker.run(broker.broker.retention.sweep())
+    from_zero = json.dumps({"orders": {str(q): 0 for q in range(4)}})
+    with pytest.raises(Exception, match="no longer stored"):
+        batch_reader(spark, broker.address, startingOffsets=from_zero).collect()
+    rows = batch_reader(spark, broker.address, startingOffsets=from_zero, failOnDataLoss="false").collect()
+    assert bodies(rows) == sorted(kept)
+    assert bodies(batch_reader(spark, broker.address).collect()) == sorted(kept), "earliest is the low offset"
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_a_slice_deleted_after_it_was_planned_fails_or_is_skipped(broker, clock, fail_on_data_loss):
+    """Retention may run between planning a micro-batch and reading it: the pull is refused with
+    OFFSET_OUT_OF_RANGE, and the task fails or skips to the queue's low offset."""
+    send_normal(broker.address, 40, prefix="old")
+    clock.advance(73 * 3600)
+    send_normal(broker.address, 40, prefix="new")
+    (queue, (_, high)) = max(broker.run(broker.broker.messaging.queue_offsets("orders")).items())
+    planned = QueueSlice(Connection(broker.address), "orders", queue, 0, high, 4, fail_on_data_loss)
+    broker.run(broker.broker.retention.sweep())
+    low, _ = broker.run(broker.broker.messaging.queue_offsets("orders"))[queue]
+    assert low > 0
+    if fail_on_data_loss:
+        with pytest.raises(DataLoss, match="below the queue's low offset"):
+            list(read_slice(planned))
+        return
+    read = [body.decode() for batch in read_slice(planned) for body in batch.column("body").to_pylist()]
+    assert len(read) == high - low and all(body.startswith("new") for body in read)
+
+
+def test_a_broker_with_an_auth_token_is_read_with_the_token_option(spark, tmp_path):
+    secured = BrokerThread(broker_settings(tmp_path / "data", auth_token="s3cret"))
+    try:
+        with Producer(broker=secured.address, token="s3cret") as producer:
+            producer.send_batch([Message(topic="orders", body=b"t%d" % i) for i in range(6)])
+        with pytest.raises(Exception, match="bearer token"):
+            batch_reader(spark, secured.address).collect()
+        assert bodies(batch_reader(spark, secured.address, token="s3cret").collect()) == [f"t{i}" for i in range(6)]
+    finally:
+        secured.stop()

@@ -119,7 +119,7 @@ def end_to_pb(result: EndResult) -> pb.EndTransactionResponse:
 
 
 def topic_to_pb(topic: Topic) -> pb.Topic:
-    return pb.Topic(name=topic.name, queues=topic.queues)
+    return pb.Topic(name=topic.name, queues=topic.queues, retention_seconds=topic.retention)
 
 
 def resolution_from_pb(value: int) -> Resolution:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import grpc
 
+from broker.controls import Faults
 from broker.grpc_api.auth import token_interceptor
+from broker.grpc_api.faults import FaultInterceptor
 from broker.grpc_api.servicer import BrokerServicer
 from broker.model import MAX_WIRE_BYTES
+from broker.tls import TlsFiles, bind
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 
 # Bodies up to the broker's own limit must reach the validation that names it.
@@ -26,12 +29,19 @@ KEEPALIVE_OPTIONS = [
 
 
 def create_server(
-    servicer: BrokerServicer, address: str, *, auth_token: str | None = None
+    servicer: BrokerServicer,
+    address: str,
+    *,
+    auth_token: str | None = None,
+    tls: TlsFiles | None = None,
+    faults: Faults | None = None,
 ) -> tuple[grpc.aio.Server, int]:
-    """Return an unstarted server for ``servicer`` bound to ``address`` and the port it got;
-    with ``auth_token``, every call must carry it."""
+    """Return an unstarted server for ``servicer`` bound to ``address`` (with ``tls``, TLS only)
+    and the port it got; with ``auth_token``, every call must carry it; with ``faults`` (test
+    controls on), calls suffer them."""
+    interceptors = [token_interceptor(auth_token)] if auth_token else []
     server = grpc.aio.server(
-        interceptors=[token_interceptor(auth_token)] if auth_token else [],
+        interceptors=interceptors + ([FaultInterceptor(faults)] if faults is not None else []),
         options=[
             ("grpc.max_receive_message_length", TRANSPORT_LIMIT),
             ("grpc.max_send_message_length", TRANSPORT_LIMIT),
@@ -40,5 +50,4 @@ def create_server(
         ],
     )
     pb_grpc.add_BrokerServicer_to_server(servicer, server)
-    port = server.add_insecure_port(address)
-    return server, port
+    return server, bind(server, address, tls)

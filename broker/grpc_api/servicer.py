@@ -188,8 +188,10 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     @translate_errors
     async def CreateTopic(self, request: pb.CreateTopicRequest, context: Any) -> pb.CreateTopicResponse:
-        created = await self._messaging.create_topic(request.topic.name, request.topic.queues)
-        return pb.CreateTopicResponse(topic=request.topic, created=created)
+        topic = request.topic
+        retention = topic.retention_seconds if topic.HasField("retention_seconds") else None
+        created = await self._messaging.create_topic(topic.name, topic.queues, retention)
+        return pb.CreateTopicResponse(topic=topic_to_pb(self._messaging.topic(topic.name)), created=created)
 
     @translate_errors
     async def ListTopics(self, request: pb.ListTopicsRequest, context: Any) -> pb.ListTopicsResponse:

@@ -22,6 +22,7 @@ _STATUS: dict[type[errors.HalfmqError], grpc.StatusCode] = {
     errors.MessageIdInUse: grpc.StatusCode.ALREADY_EXISTS,
     errors.StorageFull: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.StorageFailure: grpc.StatusCode.INTERNAL,
+    errors.OffsetOutOfRange: grpc.StatusCode.OUT_OF_RANGE,
 }
 
 

@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from broker.errors import HalfmqError
-from broker.http_api import consumers, topics, transactions
+from broker.http_api import consumers, controls, topics, transactions
 from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.limits import TIMEOUT_KEEP_ALIVE, BoundedH11Protocol, RequestGate
 from broker.http_api.schemas import Health, Stats
@@ -35,7 +35,7 @@ def create_app(context: AdminContext) -> FastAPI:
         description="Topics, pending half messages and their checks, operator actions, consumer lag.",
     )
     app.state.context = context
-    for router in (topics.router, transactions.router, consumers.router):
+    for router in (topics.router, transactions.router, consumers.router, controls.router):
         app.include_router(router)
 
     @app.exception_handler(HalfmqError)
@@ -69,8 +69,13 @@ def create_app(context: AdminContext) -> FastAPI:
     @app.get("/stats", response_model=Stats, tags=["system"])
     def stats(context: AdminContext = Depends(admin_context)) -> Stats:  # noqa: B008
         """Counter totals for the dashboard's rate charts."""
+        on_disk, used = context.store.usage()
         return Stats(
-            time=context.clock(), pending_half_messages=context.store.pending_count(), totals=context.metrics.totals()
+            time=context.clock(),
+            pending_half_messages=context.store.pending_count(),
+            totals=context.metrics.totals(),
+            store_bytes=on_disk,
+            store_used_bytes=used,
         )
 
     @app.get("/metrics", tags=["system"], response_class=Response)
@@ -113,5 +118,6 @@ def create_server(app: FastAPI, host: str, port: int) -> HttpServer:
         lifespan="off",
         http=BoundedH11Protocol,
         timeout_keep_alive=TIMEOUT_KEEP_ALIVE,
+        **(settings.tls.uvicorn_options() if settings.tls else {}),
     )
     return HttpServer(config)

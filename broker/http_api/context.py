@@ -9,6 +9,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from broker.clock import Clock
 from broker.config import Settings
+from broker.controls import TestControls
 from broker.http_api.limits import token_matches
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
@@ -26,6 +27,7 @@ class AdminContext:
     registry: ProducerRegistry
     metrics: Metrics
     clock: Clock
+    controls: TestControls | None = None
 
 
 def admin_context(request: Request) -> AdminContext:

@@ -7,7 +7,7 @@ from typing import Annotated, Generic, TypeVar
 from fastapi import Query
 from pydantic import BaseModel, Field
 
-from broker.model import MAX_QUEUES, CheckRecord, Transaction, TransactionState
+from broker.model import MAX_QUEUES, MAX_RETENTION, CheckRecord, Transaction, TransactionState
 
 T = TypeVar("T")
 MAX_OFFSET = 2**62  # list offsets beyond SQLite's 64-bit integers are refused, not a server error
@@ -25,14 +25,21 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="items per page")]
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="items to skip")]
 
 
+_RETENTION = "seconds its committed messages are kept; 0 keeps them all, null follows the broker's --retention"
+
+
 class TopicIn(BaseModel):
     name: str = Field(min_length=1, max_length=127, pattern=r"^[A-Za-z0-9_%|-]+$")
     queues: int = Field(default=4, ge=1, le=MAX_QUEUES)
+    retention_seconds: float | None = Field(
+        default=None, ge=0, le=MAX_RETENTION, description=f"{_RETENTION}; null leaves an existing topic's as it is"
+    )
 
 
 class TopicOut(BaseModel):
     name: str
     queues: int
+    retention_seconds: float | None = Field(description=_RETENTION)
 
 
 class TopicCreated(TopicOut):
@@ -111,6 +118,8 @@ class Stats(BaseModel):
     time: float = Field(description="broker time, seconds since the epoch")
     pending_half_messages: int
     totals: dict[str, float] = Field(description="committed, rolled_back, discarded, checks_<outcome>")
+    store_bytes: int = Field(description="bytes the store's files take on disk")
+    store_used_bytes: int = Field(description="bytes of the store in use; retention frees the rest")
 
 
 class Health(BaseModel):

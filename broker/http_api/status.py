@@ -20,6 +20,8 @@ _STATUS: dict[type[errors.HalfmqError], int] = {
     errors.MessageIdInUse: 409,
     errors.StorageFull: 507,
     errors.StorageFailure: 500,
+    errors.OffsetOutOfRange: 416,
+    errors.TestControlsOff: 403,
 }
 
 

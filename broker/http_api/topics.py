@@ -32,7 +32,9 @@ def list_topics(
 ) -> Page[TopicOut]:
     """Real topics (system topics are hidden)."""
     topics = context.messaging.topics()
-    items = [TopicOut(name=t.name, queues=t.queues) for t in topics[offset : offset + limit]]
+    items = [
+        TopicOut(name=t.name, queues=t.queues, retention_seconds=t.retention) for t in topics[offset : offset + limit]
+    ]
     return Page[TopicOut](items=items, total=len(topics), limit=limit, offset=offset)
 
 
@@ -42,11 +44,13 @@ async def create_topic(
     response: Response,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> TopicCreated:
-    """Create a topic (201); an existing one with the same queue count answers 200, another count 409."""
-    created = await context.messaging.create_topic(topic.name, topic.queues)
+    """Create a topic (201); an existing one with the same queue count answers 200 (its retention
+    set if one is given), another count 409."""
+    created = await context.messaging.create_topic(topic.name, topic.queues, topic.retention_seconds)
     if not created:
         response.status_code = 200
-    return TopicCreated(name=topic.name, queues=topic.queues, created=created)
+    retention = context.messaging.topic(topic.name).retention
+    return TopicCreated(name=topic.name, queues=topic.queues, retention_seconds=retention, created=created)
 
 
 @router.post("/{name}/messages", response_model=SendReceiptOut, status_code=201, dependencies=[Depends(require_token)])

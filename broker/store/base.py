@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from broker.errors import BrokerClosed
-from broker.model import SYSTEM_TOPICS, Topic
+from broker.model import SYSTEM_TOPICS
 from broker.store.lock import lock_data_dir
 from broker.store.migrate import bring_up_to_date
-from broker.store.sql import Flush, QueueTails, connect
+from broker.store.sql import Flush, QueueTails, connect, topic_of
 from broker.store.writer import GroupCommitWriter
 
 DB_FILE = "halfmq.db"
@@ -55,7 +55,8 @@ class StoreBase:
         self._read_pool = ThreadPoolExecutor(READER_THREADS, thread_name_prefix="halfmq-reader")
         # Topics are read on every send and change only through create_topic: keep them in memory.
         self._topics = {
-            name: Topic(name, queues) for name, queues in write_conn.execute("SELECT name, queues FROM topics")
+            name: topic_of(name, queues, retention_ms)
+            for name, queues, retention_ms in write_conn.execute("SELECT name, queues, retention_ms FROM topics")
         }
 
     def close(self) -> None:
@@ -74,6 +75,10 @@ class StoreBase:
     def write_batches(self) -> int:
         """How many group commits the writer has made (for measuring batch sizes)."""
         return self._writer.batches
+
+    async def barrier(self) -> None:
+        """Return once every write submitted before this call is committed."""
+        await self._writer.run(lambda conn: None)
 
     async def query(self, read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run one of the store's reads on a reader thread, with its own connection (WAL lets

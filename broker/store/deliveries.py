@@ -47,8 +47,13 @@ def _watermark(conn: sqlite3.Connection, group: str, topic: str, queue_id: int) 
 
 
 def _advance(conn: sqlite3.Connection, group: str, topic: str, queue_id: int) -> None:
-    """Move the committed offset past acknowledged deliveries and forget them."""
-    offset = _watermark(conn, group, topic, queue_id)
+    """Move the committed offset past acknowledged deliveries and forget them; an offset below
+    the queue's low offset (retention deleted what lay there) moves up to it first."""
+    start = _watermark(conn, group, topic, queue_id)
+    (low,) = conn.execute(
+        "SELECT MIN(queue_offset) FROM messages WHERE topic = ? AND queue_id = ?", (topic, queue_id)
+    ).fetchone()
+    offset = start if low is None else max(start, low)
     acked = {
         o
         for (o,) in conn.execute(
@@ -57,7 +62,6 @@ def _advance(conn: sqlite3.Connection, group: str, topic: str, queue_id: int) ->
             (group, topic, queue_id, offset),
         )
     }
-    start = offset
     while offset in acked:
         offset += 1
     if offset == start:

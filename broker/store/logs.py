@@ -9,7 +9,16 @@ from typing import Any, cast
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
 from broker.model import Message, QueueColumns, StoredMessage, Topic
 from broker.store.base import StoreBase
-from broker.store.sql import INSERT_MESSAGE, MESSAGE_COLUMNS, message_row, row_to_message, rows_in, translated
+from broker.store.sql import (
+    INSERT_MESSAGE,
+    MESSAGE_COLUMNS,
+    message_row,
+    queue_floor,
+    row_to_message,
+    rows_in,
+    topic_of,
+    translated,
+)
 
 _FROM_QUEUE = "FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ? ORDER BY queue_offset"
 # The columns of QueueColumns: text as UTF-8 bytes.
@@ -46,24 +55,26 @@ def _within_budget(
 class LogStore(StoreBase):
     """Topics and the queue logs of their messages."""
 
-    async def create_topic(self, name: str, queues: int) -> bool:
-        """Create a topic; True if created, False if it already had ``queues``.
+    async def create_topic(self, name: str, queues: int, retention: float | None = None) -> bool:
+        """Create a topic; True if created, False if it already had ``queues``. A ``retention``
+        (seconds; 0 keeps everything) is set on the new or existing topic; None leaves it as it is.
 
         Raises TopicExists if it exists with another queue count.
         """
 
-        def work(conn: sqlite3.Connection) -> bool:
+        def work(conn: sqlite3.Connection) -> tuple[bool, int | None]:
             row = conn.execute("SELECT queues FROM topics WHERE name = ?", (name,)).fetchone()
-            if row is not None:
-                if row[0] != queues:
-                    raise TopicExists(f"topic {name!r} exists with {row[0]} queues, not {queues}")
-                return False
-            conn.execute("INSERT INTO topics (name, queues) VALUES (?, ?)", (name, queues))
-            return True
+            if row is not None and row[0] != queues:
+                raise TopicExists(f"topic {name!r} exists with {row[0]} queues, not {queues}")
+            if row is None:
+                conn.execute("INSERT INTO topics (name, queues) VALUES (?, ?)", (name, queues))
+            if retention is not None:
+                conn.execute("UPDATE topics SET retention_ms = ? WHERE name = ?", (round(retention * 1000), name))
+            (retention_ms,) = conn.execute("SELECT retention_ms FROM topics WHERE name = ?", (name,)).fetchone()
+            return row is None, retention_ms
 
-        created = await self._writer.run(work)
-        if created:  # only once committed
-            self._topics[name] = Topic(name, queues)
+        created, retention_ms = await self._writer.run(work)
+        self._topics[name] = topic_of(name, queues, retention_ms)  # only once committed
         return created
 
     def topic(self, name: str) -> Topic:
@@ -149,15 +160,20 @@ class LogStore(StoreBase):
 
     @translated
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
-        """``(min_offset, max_offset)`` of a queue; max is one past the newest message, (0, 0) when empty."""
+        """``(min_offset, max_offset)`` of a queue; max is one past the newest message. An empty
+        queue gives (n, n): n is 0, or where retention left it."""
         # Two subqueries: SQLite answers a lone MIN or MAX from the index, but scans for both together.
-        low, high = (
-            self._reader()
-            .execute(
-                "SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2),"
-                " (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2)",
-                (topic, queue_id),
-            )
-            .fetchone()
-        )
-        return (0, 0) if high is None else (low, high + 1)
+        conn = self._reader()
+        low, high = conn.execute(
+            "SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2),"
+            " (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2)",
+            (topic, queue_id),
+        ).fetchone()
+        if high is None:
+            empty = queue_floor(conn, topic, queue_id)
+            return empty, empty
+        return low, high + 1
+
+    def low_offsets(self) -> dict[tuple[str, int], int]:
+        """The low offset of every queue of every topic, system topics included."""
+        return {(t.name, q): self.queue_range(t.name, q)[0] for t in self.topics() for q in range(t.queues)}

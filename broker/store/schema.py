@@ -3,12 +3,23 @@
 
 from __future__ import annotations
 
-VERSION = 2
+VERSION = 3
 
 DDL = """
 CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY,
-    queues INTEGER NOT NULL CHECK (queues > 0)
+    queues INTEGER NOT NULL CHECK (queues > 0),
+    -- Milliseconds its committed messages are kept; NULL follows the broker, 0 keeps them all.
+    retention_ms INTEGER CHECK (retention_ms >= 0)
+);
+
+-- Where retention left each queue it deleted from: offsets below ``next_offset`` were used, so
+-- a queue emptied by retention still knows its low offset and never hands out an offset again.
+CREATE TABLE IF NOT EXISTS queue_floors (
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, queue_id)
 );
 
 -- Every stored message of every topic, system topics included. AUTOINCREMENT so that a

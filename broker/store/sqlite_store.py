@@ -1,8 +1,9 @@
 """The durable log on SQLite: topic queues, the half and op logs, transaction records, offsets.
 
 ``Store`` is one object over one SQLite file, put together from one part per idea: ``logs``
-(topics and queue logs), ``transactions`` (half messages, resolutions, checks) and ``offsets``
-(consumer progress), over ``base`` (the file, its writer and its readers).
+(topics and queue logs), ``transactions`` (half messages, resolutions, checks), ``offsets``
+(consumer progress) and ``retention`` (deletion by age), over ``base`` (the file, its writer and
+its readers).
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 from broker.store.base import DB_FILE
 from broker.store.logs import LogStore
 from broker.store.offsets import OffsetStore
+from broker.store.retention import RetentionStore
 from broker.store.transactions import TransactionStore
 
 __all__ = ["DB_FILE", "Store"]
 
 
-class Store(LogStore, TransactionStore, OffsetStore):
+class Store(LogStore, TransactionStore, OffsetStore, RetentionStore):
     """The broker's durable state in one SQLite file under ``data_dir``."""

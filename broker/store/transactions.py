@@ -205,17 +205,16 @@ class TransactionStore(StoreBase):
         return EndResult(state=target, already_resolved=False, half_stored_at=txn.half_stored_at)
 
     async def record_checks(self, delivered: Sequence[tuple[str, str]], now_ms: int) -> None:
-        """Count checks delivered at ``now_ms``, given as (transaction id, producer session id).
-
-        A transaction resolved meanwhile is left as it is.
-        """
+        """Count checks delivered at ``now_ms``, given as (transaction id, producer session id),
+        with their history. A check answered so fast that its transaction is already resolved
+        counts too: it was delivered while the transaction was pending."""
 
         def work(conn: sqlite3.Connection) -> None:
             for transaction_id, client_id in delivered:
                 updated = conn.execute(
                     "UPDATE transactions SET check_times = check_times + 1, last_check_at = ?"
-                    " WHERE transaction_id = ? AND state = ? RETURNING check_times",
-                    (now_ms, transaction_id, TransactionState.PENDING.value),
+                    " WHERE transaction_id = ? RETURNING check_times",
+                    (now_ms, transaction_id),
                 ).fetchone()
                 if updated is not None:
                     conn.execute(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -63,6 +64,7 @@ class RoundReport:
     waiting: int = 0
     orphaned: int = 0
     undelivered: int = 0
+    delivered: tuple[str, ...] = ()  # the transactions checked, for a caller that awaits their answers
 
 
 class CheckService:
@@ -135,14 +137,16 @@ class CheckService:
             waiting=counts[Action.WAIT_ANSWER] + waiting,
             orphaned=counts[Action.ORPHANED] + orphaned,
             undelivered=undelivered,
+            delivered=tuple(transaction_id for transaction_id, _ in delivered),
         )
 
-    async def run(self, interval: float) -> None:
-        """Run a round every ``interval`` seconds until cancelled; a failed round is logged."""
+    async def run(self, interval: float, check_round: Callable[[], Awaitable[RoundReport]] | None = None) -> None:
+        """Run a round (``check_once``, or ``check_round`` in its place) every ``interval`` seconds until
+        cancelled; a failed round is logged."""
         while True:
             try:
                 began = time.monotonic()
-                report = await self.check_once()
+                report = await (check_round or self.check_once)()
                 if report != RoundReport():
                     log.info("check round took %.2fs: %s", time.monotonic() - began, report)
             except Exception:  # keep checking: the next round retries whatever failed

@@ -92,6 +92,10 @@ class ProducerRegistry:
         if sent is not None and sent.session in self._strikes:
             self._strikes[sent.session] = 0
 
+    def awaiting(self, transaction_id: str) -> bool:
+        """Whether a check of the transaction was sent and neither answered nor expired yet."""
+        return transaction_id in self._awaiting
+
     def expire(self, now_ms: int) -> list[tuple[str, bool]]:
         """Strike the sessions whose checks went unanswered by ``now_ms``.
 

@@ -412,12 +412,14 @@ class GetConsumerOffsetsResponse(_message.Message):
     def __init__(self, offsets: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class Topic(_message.Message):
-    __slots__ = ("name", "queues")
+    __slots__ = ("name", "queues", "retention_seconds")
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_SECONDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     queues: int
-    def __init__(self, name: _Optional[str] = ..., queues: _Optional[int] = ...) -> None: ...
+    retention_seconds: float
+    def __init__(self, name: _Optional[str] = ..., queues: _Optional[int] = ..., retention_seconds: _Optional[float] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("topic",)

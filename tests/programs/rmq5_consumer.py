@@ -19,7 +19,11 @@ def main(endpoint: str, group: str, mode: str) -> None:
     # RMQ_SK: the broker's auth token, used as the secret key that signs every call.
     credentials = Credentials("halfmq", os.environ["RMQ_SK"]) if "RMQ_SK" in os.environ else Credentials()
     consumer = SimpleConsumer(
-        ClientConfiguration(endpoint, credentials), group, {"orders": FilterExpression()}, await_duration=1
+        ClientConfiguration(endpoint, credentials),
+        group,
+        {"orders": FilterExpression()},
+        await_duration=1,
+        tls_enable="RMQ_TLS" in os.environ,  # the CA comes through GRPC_DEFAULT_SSL_ROOTS_FILE_PATH
     )
     consumer.startup()
     try:

@@ -59,7 +59,9 @@ def main(endpoint: str, mode: str) -> None:
     # RMQ_SK: the broker's auth token, used as the secret key that signs every call.
     credentials = Credentials("halfmq", os.environ["RMQ_SK"]) if "RMQ_SK" in os.environ else Credentials()
     checker = LocalChecker(os.environ.get("RMQ_LOCAL_STATE"))
-    producer = Producer(ClientConfiguration(endpoint, credentials), ("orders",), checker)
+    # RMQ_TLS: connect with TLS; the CA comes through gRPC's GRPC_DEFAULT_SSL_ROOTS_FILE_PATH.
+    tls = "RMQ_TLS" in os.environ
+    producer = Producer(ClientConfiguration(endpoint, credentials), ("orders",), checker, tls_enable=tls)
     producer.startup()
     if mode == "send":
         for body, commit in (("rmq-commit", True), ("rmq-rollback", False)):

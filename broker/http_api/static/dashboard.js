@@ -23,6 +23,18 @@ function seconds(value) {
   return `${(value / 3600).toFixed(1)} h`;
 }
 
+function bytes(value) {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let i = 0;
+  while (value >= 1000 && i < units.length - 1) { value /= 1000; i++; }
+  return `${i ? value.toFixed(1) : value} ${units[i]}`;
+}
+
+function retention(topic) {
+  if (topic.retention_seconds === null) return "broker's";
+  return topic.retention_seconds === 0 ? "forever" : seconds(topic.retention_seconds);
+}
+
 function checksDelivered(totals) {
   return totals.checks_delivered || 0;
 }
@@ -74,6 +86,8 @@ async function refresh() {
     for (const key of ["committed", "rolled_back", "discarded"]) $(key).textContent = stats.totals[key] || 0;
     $("checks").textContent = checksDelivered(stats.totals);
     $("sessions").textContent = health.producer_sessions;
+    $("store-bytes").textContent = bytes(stats.store_bytes);
+    $("store-bytes").title = `${bytes(stats.store_used_bytes)} in use`;
 
     readings.push({ time: stats.time, totals: stats.totals });
     while (readings.length && readings[0].time < stats.time - HISTORY_SECONDS) readings.shift();
@@ -89,7 +103,7 @@ async function refresh() {
 
     const queueLists = await Promise.all(topics.items.map((t) => get(`/topics/${encodeURIComponent(t.name)}/queues`)));
     $("topic-rows").innerHTML = topics.items.flatMap((t, i) => queueLists[i].map((q) =>
-      `<tr><td>${escape(t.name)}</td><td>${q.queue_id}</td><td>${q.min_offset}</td><td>${q.max_offset}</td></tr>`)).join("");
+      `<tr><td>${escape(t.name)}</td><td>${retention(t)}</td><td>${q.queue_id}</td><td>${q.min_offset}</td><td>${q.max_offset}</td></tr>`)).join("");
     $("consumer-rows").innerHTML = consumers.items.length ? consumers.items.map((c) =>
       `<tr><td>${escape(c.group)}</td><td>${escape(c.topic)}</td><td>${c.queue_id}</td><td>${c.offset}</td><td>${c.lag}</td></tr>`).join("")
       : '<tr><td colspan="5" class="muted">none</td></tr>';

@@ -1,0 +1,170 @@
+"""Retention: the oldest messages of a queue and old resolved transactions leave the store, and
+the file hands their space back.
+
+Age is found through store offsets: they grow with time (one writer assigns them in commit order),
+so "stored before the cutoff" is "store offset below a bound", found by one binary search on a
+reader. A queue's older messages are a prefix of it, found in its index alone (an entry carries
+its row's store offset). No index on time is kept, so retention costs the hot write path nothing.
+
+A job here runs a few statements whatever it deletes, and no row comes back to Python: the
+writer's thread gives up the GIL for each step of a statement and waits to take it back while the
+event loop runs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from broker.model import HALF_TOPIC, OP_TOPIC, TransactionState
+from broker.store.base import StoreBase
+from broker.store.sql import translated
+
+# The oldest offset of a queue, the first whose store offset is at least a bound (NULL if none),
+# and one past the newest; from the position index alone.
+_QUEUE_SPLIT = """
+SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2),
+       (SELECT queue_offset FROM messages INDEXED BY messages_position
+         WHERE topic = ?1 AND queue_id = ?2 AND store_offset >= ?3 ORDER BY queue_offset LIMIT 1),
+       (SELECT MAX(queue_offset) + 1 FROM messages WHERE topic = ?1 AND queue_id = ?2)
+"""
+_RAISE_FLOOR = (
+    "INSERT INTO queue_floors (topic, queue_id, next_offset) VALUES (?, ?, ?) ON CONFLICT (topic, queue_id)"
+    " DO UPDATE SET next_offset = MAX(next_offset, excluded.next_offset)"
+)
+# The transactions one job deletes, gathered in a temporary table so that each kind of row goes
+# in one statement, and no row passes through Python.
+_EXPIRING_TABLE = (
+    "CREATE TEMP TABLE IF NOT EXISTS expiring (transaction_id TEXT PRIMARY KEY, half_offset INTEGER NOT NULL,"
+    " resumes INTEGER NOT NULL, checked INTEGER NOT NULL)"
+)
+_EXPIRING = (
+    "INSERT INTO temp.expiring SELECT transaction_id, half_offset, resumes,"
+    " last_check_at IS NOT NULL OR resumes > 0 FROM transactions"
+    " WHERE half_offset < ? AND state != ? AND resolved_at < ? ORDER BY half_offset LIMIT ?"
+)
+_DELETE_EXPIRING = (
+    f"DELETE FROM messages WHERE topic = '{HALF_TOPIC}' AND queue_id = 0"
+    " AND queue_offset IN (SELECT half_offset FROM temp.expiring)",
+    # One op record per resolution: "op-<half offset>", then ".<n>" for the n-th after a resume.
+    "WITH RECURSIVE ops (id, half_offset, n, resumes) AS ("
+    " SELECT 'op-' || half_offset, half_offset, 0, resumes FROM temp.expiring"
+    " UNION ALL SELECT 'op-' || half_offset || '.' || (n + 1), half_offset, n + 1, resumes FROM ops WHERE n < resumes)"
+    f" DELETE FROM messages WHERE topic = '{OP_TOPIC}' AND message_id IN (SELECT id FROM ops)",
+    "DELETE FROM checks WHERE transaction_id IN (SELECT transaction_id FROM temp.expiring WHERE checked)",
+    "DELETE FROM transactions WHERE transaction_id IN (SELECT transaction_id FROM temp.expiring)",
+)
+
+
+def _free_pages_over_a_quarter(conn: sqlite3.Connection) -> int:
+    pages, free = conn.execute("SELECT * FROM pragma_page_count(), pragma_freelist_count()").fetchone()
+    return max(0, int(free - pages // 4))
+
+
+class RetentionStore(StoreBase):
+    """Deletion by age, and the space it frees."""
+
+    @translated
+    def store_offset_at(self, cutoff_ms: int) -> int:
+        """The lowest store offset whose message was stored at or after ``cutoff_ms``: every
+        message below it is older (one past the newest when all are)."""
+        conn = self._reader()
+        low, high = conn.execute("SELECT MIN(store_offset), MAX(store_offset) + 1 FROM messages").fetchone()
+        if high is None:
+            return 0
+        while low < high:
+            middle = (low + high) // 2
+            offset, stored_at = conn.execute(
+                "SELECT store_offset, store_timestamp FROM messages WHERE store_offset >= ?"
+                " ORDER BY store_offset LIMIT 1",
+                (middle,),
+            ).fetchone()
+            if stored_at < cutoff_ms:
+                low = offset + 1
+            else:
+                high = middle
+        return int(low)
+
+    @translated
+    def oldest_stored_at(self) -> int | None:
+        """When the oldest message still in the store was stored (broker milliseconds)."""
+        row = self._reader().execute("SELECT store_timestamp FROM messages ORDER BY store_offset LIMIT 1").fetchone()
+        return None if row is None else int(row[0])
+
+    async def expire_queue(self, topic: str, queue_id: int, bound: int, limit: int) -> int:
+        """Delete the oldest messages of a queue whose store offset is below ``bound``, at most
+        ``limit`` of them, with their deliveries; return how many. The queue's low offset moves
+        up; the newest offset handed out is remembered, so none is ever reused."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            low, first_kept, high = conn.execute(_QUEUE_SPLIT, (topic, queue_id, bound)).fetchone()
+            if low is None:
+                return 0
+            end = min(high if first_kept is None else first_kept, low + limit)
+            if end == low:
+                return 0
+            conn.execute(
+                "DELETE FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset < ?", (topic, queue_id, end)
+            )
+            conn.execute(
+                "DELETE FROM deliveries WHERE topic = ? AND queue_id = ? AND queue_offset < ?", (topic, queue_id, end)
+            )
+            conn.execute(_RAISE_FLOOR, (topic, queue_id, end))
+            return int(end - low)
+
+        return await self._writer.run(work)
+
+    async def expire_transactions(self, cutoff_ms: int, bound: int, limit: int) -> int:
+        """Delete up to ``limit`` transactions resolved before ``cutoff_ms`` whose half message's
+        store offset is below ``bound``: the record, the half message, its op records and its
+        check history. PENDING transactions are never touched. Return how many."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            _, first_kept, high = conn.execute(_QUEUE_SPLIT, (HALF_TOPIC, 0, bound)).fetchone()
+            if high is None:
+                return 0
+            conn.execute(_EXPIRING_TABLE)
+            conn.execute("DELETE FROM temp.expiring")
+            expired = conn.execute(
+                _EXPIRING,
+                (high if first_kept is None else first_kept, TransactionState.PENDING.value, cutoff_ms, limit),
+            ).rowcount
+            if expired:
+                for statement in _DELETE_EXPIRING:
+                    conn.execute(statement)
+                conn.executemany(_RAISE_FLOOR, [(t, 0, self._tails.next(t, 0)) for t in (HALF_TOPIC, OP_TOPIC)])
+            return int(expired)
+
+        return await self._writer.run(work)
+
+    async def reclaim(self, pages: int) -> int:
+        """Hand up to ``pages`` free pages back to the file system (the file shrinks), keeping a
+        quarter of the file free: new writes reuse free pages, and handing back pages that are
+        about to be reused costs moving the newest ones into the holes. Return how many free
+        pages are still over that quarter."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            excess = _free_pages_over_a_quarter(conn)
+            if excess > 0:
+                conn.execute(f"PRAGMA incremental_vacuum({min(int(pages), excess)})").fetchall()
+            return _free_pages_over_a_quarter(conn)
+
+        return await self._writer.run(work)
+
+    @translated
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file. In WAL mode the file takes the size
+        ``reclaim`` gave it only then: SQLite's automatic checkpoints wait for a thousand pages
+        of new writes, and a quiet broker may never make them."""
+        self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    @translated
+    def usage(self) -> tuple[int, int]:
+        """(bytes the store's files take on disk, database and write-ahead log; bytes of the
+        database in use, free pages left out)."""
+        conn = self._reader()
+        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+        wal = self.path.with_name(self.path.name + "-wal")
+        on_disk = self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+        return on_disk, (pages - free) * page_size
