@@ -38,7 +38,7 @@ from broker.model import Message
 from broker.store import Flush, Store
 from halfmq_testing import free_port
 from producer_sdk.columns import ARROW_SCHEMA, record_batch
-from spark_consumer.client import BrokerReader, Connection
+from spark_consumer.client import BrokerClient, Connection
 from spark_consumer.options import SourceOptions
 from spark_consumer.source import HalfmqDataSource, HalfmqStreamReader
 
@@ -63,7 +63,7 @@ async def fill(path: Path, messages: int, body: bytes, chunk: int = 512) -> None
 def row_pull(address: str) -> tuple[int, float]:
     count = 0
     began = time.perf_counter()
-    with BrokerReader(Connection(address)) as broker:
+    with BrokerClient(Connection(address)) as broker:
         for queue, (low, high) in broker.ranges(("bench",))["bench"].items():
             offset = low
             while offset < high:
@@ -79,7 +79,7 @@ def columnar_pull(address: str, parquet: Path | None = None) -> tuple[int, float
 
     def pull_queue(queue: int, low: int, high: int) -> list[pa.RecordBatch]:
         batches = []
-        with BrokerReader(Connection(address)) as broker:
+        with BrokerClient(Connection(address)) as broker:
             offset = low
             while offset < high:
                 reply = broker.pull_columns("bench", queue, offset, 1024)
@@ -87,7 +87,7 @@ def columnar_pull(address: str, parquet: Path | None = None) -> tuple[int, float
                 offset = reply.next_offset
         return batches
 
-    with BrokerReader(Connection(address)) as broker:
+    with BrokerClient(Connection(address)) as broker:
         ranges = broker.ranges(("bench",))["bench"]
     began = time.perf_counter()
     with ThreadPoolExecutor(len(ranges)) as pool:

@@ -217,6 +217,16 @@ class EndResult:
     half_stored_at: int
 
 
+@dataclass(frozen=True)
+class BatchEnd:
+    """What ending a two-phase batch did: ``already_committed`` when an earlier end had
+    committed it (nothing committed now); the transactions it committed and rolled back."""
+
+    already_committed: bool
+    committed: list[EndResult]
+    rolled_back: list[EndResult]
+
+
 def check_name(kind: str, value: str) -> str:
     """Return ``value`` if it is a valid topic or group name, else raise InvalidArgument."""
     if not _NAME.fullmatch(value):

@@ -1,8 +1,9 @@
-"""A small blocking client for the Spark source: queue ranges on the driver, pulls on executors.
+"""A small blocking client for the Spark source and sink: queue ranges on the driver, pulls and
+two-phase batches on executors, batch ends on the driver.
 
-Plain gRPC, no background threads. The driver opens a reader per call and closes it; the tasks of
-a Python worker share one reader per broker (``shared_reader``), as Spark reuses workers. Broker
-errors arrive as the SDK's typed errors.
+Plain gRPC, no background threads. The source's driver opens a client per call and closes it;
+the tasks of a Python worker share one client per broker (``shared_client``), as Spark reuses
+workers. Broker errors arrive as the SDK's typed errors.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import grpc
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk.errors import from_rpc_error
+from producer_sdk.errors import from_item_error, from_rpc_error
 from spark_consumer.offsets import Ranges
 
 _OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
@@ -33,7 +34,7 @@ class Connection:
     token: str | None = None
 
 
-class BrokerReader:
+class BrokerClient:
     def __init__(self, connection: Connection, *, timeout: float = 30.0) -> None:
         if connection.tls_ca is None:
             self._channel = grpc.insecure_channel(connection.broker, options=_OPTIONS)
@@ -62,6 +63,35 @@ class BrokerReader:
         reply: pb.PullColumnsResponse = self._call(self._stub.PullColumns, request)
         return reply
 
+    def prepare_batch(self, producer_group: str, batch_id: int, messages: list[pb.Message]) -> list[str]:
+        """Store ``messages`` as half messages of the group's two-phase batch; their transaction
+        ids. Raises the SDK's error of the first refused message (the rest may be stored: they
+        stay pending until the group's next EndBatch rolls them back)."""
+        request = pb.PrepareBatchRequest(producer_group=producer_group, batch_id=batch_id, messages=messages)
+        reply: pb.PrepareBatchResponse = self._call(self._stub.PrepareBatch, request)
+        _raise_refused(reply.outcomes)
+        return [outcome.result.transaction_id for outcome in reply.outcomes]
+
+    def end_batch(
+        self, producer_group: str, batch_id: int, transaction_ids: list[str], *, commit: bool
+    ) -> pb.EndBatchResponse:
+        """Commit ``transaction_ids`` as the group's batch (once: a recorded batch commits
+        nothing more), or abort it; either way what is pending of it and earlier batches is
+        rolled back."""
+        request = pb.EndBatchRequest(
+            producer_group=producer_group,
+            batch_id=batch_id,
+            resolution=pb.COMMIT if commit else pb.ROLLBACK,
+            transaction_ids=transaction_ids if commit else [],
+        )
+        reply: pb.EndBatchResponse = self._call(self._stub.EndBatch, request)
+        return reply
+
+    def send_messages(self, messages: list[pb.Message]) -> None:
+        """Send plain messages; raises the SDK's error of the first refused one."""
+        reply: pb.SendMessagesResponse = self._call(self._stub.SendMessages, pb.SendMessagesRequest(messages=messages))
+        _raise_refused(reply.outcomes)
+
     def _call(self, rpc: grpc.UnaryUnaryMultiCallable, request: object) -> Any:
         try:
             return rpc(request, timeout=self._timeout, wait_for_ready=True, metadata=self._metadata)
@@ -80,16 +110,23 @@ class BrokerReader:
         self.close()
 
 
-_shared: dict[tuple[int, Connection], BrokerReader] = {}
+def _raise_refused(outcomes: Any) -> None:
+    """Raise the SDK's error for the first refused item of a batch reply."""
+    for outcome in outcomes:
+        if outcome.HasField("error"):
+            raise from_item_error(outcome.error)
+
+
+_shared: dict[tuple[int, Connection], BrokerClient] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_reader(connection: Connection) -> BrokerReader:
-    """This process's reader for ``connection``, opened on first use and kept for the process's
+def shared_client(connection: Connection) -> BrokerClient:
+    """This process's client for ``connection``, opened on first use and kept for the process's
     life (keyed by pid too: a forked child never uses its parent's channel)."""
     key = (os.getpid(), connection)
     with _shared_lock:
         reader = _shared.get(key)
         if reader is None:
-            reader = _shared[key] = BrokerReader(connection)
+            reader = _shared[key] = BrokerClient(connection)
         return reader

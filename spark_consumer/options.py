@@ -11,7 +11,7 @@ from spark_consumer.client import Connection
 from spark_consumer.offsets import EARLIEST, LATEST, OffsetError, Position, parse_position
 
 MAX_FETCH = 1024
-_BROKER = re.compile(r"[A-Za-z0-9_.\-\[\]:]+:\d{1,5}")
+BROKER = re.compile(r"[A-Za-z0-9_.\-\[\]:]+:\d{1,5}")
 _KNOWN = {
     "broker",
     "topics",
@@ -52,7 +52,7 @@ class SourceOptions:
         if unknown:
             raise OptionError(f"unknown option(s) {unknown} for the halfmq source; known: {sorted(_KNOWN - {'path'})}")
         broker = given.get("broker", "")
-        if not _BROKER.fullmatch(broker):
+        if not BROKER.fullmatch(broker):
             raise OptionError(f"option 'broker' must be host:port, got {broker!r}")
         topics = tuple(t.strip() for t in given.get("topics", "").split(",") if t.strip())
         if not topics or len(set(topics)) != len(topics):
@@ -73,7 +73,7 @@ class SourceOptions:
         if streaming is False and starting == LATEST and "startingoffsets" in given:
             raise OptionError("startingOffsets='latest' reads nothing in a batch query; use 'earliest' or JSON")
         return cls(
-            connection=Connection(broker, _read_ca(given.get("tlscafile")), given.get("token") or None),
+            connection=Connection(broker, read_ca(given.get("tlscafile")), given.get("token") or None),
             topics=topics,
             starting=starting,
             ending=ending,
@@ -95,7 +95,7 @@ def _positive(given: Mapping[str, str], key: str, name: str, default: int | None
     return value
 
 
-def _read_ca(path: str | None) -> bytes | None:
+def read_ca(path: str | None) -> bytes | None:
     """The PEM CA file's bytes, read here so that executors need no copy of the file."""
     if path is None:
         return None

@@ -26,8 +26,9 @@ from pyspark.sql.types import StructType
 from producer_sdk.columns import record_batch
 from producer_sdk.errors import OffsetOutOfRange
 from spark_consumer import offsets as off
-from spark_consumer.client import BrokerReader, Connection, shared_reader
+from spark_consumer.client import BrokerClient, Connection, shared_client
 from spark_consumer.options import SourceOptions
+from spark_consumer.writer import HalfmqBatchWriter, HalfmqStreamWriter, SinkOptions
 
 SCHEMA = (
     "topic string, queue_id int, queue_offset long, message_id string, transaction_id string,"
@@ -70,7 +71,7 @@ def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
     """Pull ``[start, end)`` of the queue as columns and yield them as Arrow batches; the same
     slice always yields the same messages, so a replayed micro-batch reads exactly what it read
     before. Uses this process's channel to the broker."""
-    broker = shared_reader(part.connection)
+    broker = shared_client(part.connection)
     offset = part.start
     where = f"{part.topic}/{part.queue_id}"
     while offset < part.end:
@@ -96,7 +97,7 @@ def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
 class HalfmqBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
-        with BrokerReader(options.connection) as broker:
+        with BrokerClient(options.connection) as broker:
             ranges = broker.ranges(options.topics)
         self._start = off.check_available(
             off.resolve("startingOffsets", options.starting, ranges), ranges, options.fail_on_data_loss
@@ -119,7 +120,7 @@ class HalfmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: off.Offsets | None = None
 
     def _ranges(self) -> off.Ranges:
-        with BrokerReader(self._options.connection) as broker:
+        with BrokerClient(self._options.connection) as broker:
             return broker.ranges(self._options.topics)
 
     def _latest(self) -> off.Offsets:
@@ -164,7 +165,8 @@ class HalfmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 class HalfmqDataSource(DataSource):
-    """``spark.read[Stream].format("halfmq")``: committed messages of halfmq topics."""
+    """``spark.read[Stream].format("halfmq")``: committed messages of halfmq topics;
+    ``df.write[Stream].format("halfmq")``: rows published to a topic (``spark_consumer.writer``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -180,3 +182,9 @@ class HalfmqDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> HalfmqStreamReader:
         return HalfmqStreamReader(SourceOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> HalfmqBatchWriter:
+        return HalfmqBatchWriter(SinkOptions.parse(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> HalfmqStreamWriter:
+        return HalfmqStreamWriter(SinkOptions.parse(self.options, schema))

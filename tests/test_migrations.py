@@ -40,8 +40,16 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
     try:
         assert pragmas(v1_dir) == (VERSION, 2)  # 2: incremental auto-vacuum
         # v3: every topic follows the broker's retention; no queue was emptied by retention yet.
+        # v4: no transaction belongs to a two-phase batch, and no batch was committed.
         topics = [(*row, None) for row in before.pop("topics")]
-        assert store_snapshot(v1_dir) == {**before, "topics": topics, "queue_floors": []}
+        transactions = [(*row, None) for row in before.pop("transactions")]
+        assert store_snapshot(v1_dir) == {
+            **before,
+            "topics": topics,
+            "queue_floors": [],
+            "transactions": transactions,
+            "committed_batches": [],
+        }
         with PullConsumer(group="audit", broker=broker.address) as consumer:
             assert consumer.committed_offsets("orders") == {0: 2}
             bodies = sorted(m.body for q in (0, 1) for m in consumer.pull("orders", queue_id=q, offset=0).messages)

@@ -131,6 +131,28 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         results = await self._end_many([_end_item(item) for item in request.items])
         return pb.EndTransactionsResponse(outcomes=item_outcomes(results, pb.EndTransactionOutcome, end_to_pb))
 
+    @translate_errors
+    async def PrepareBatch(self, request: pb.PrepareBatchRequest, context: Any) -> pb.PrepareBatchResponse:
+        check_batch(request.messages)
+        results = await self._transactions.prepare_many(
+            [(message_from_pb(m), request.producer_group) for m in request.messages], batch_id=request.batch_id
+        )
+        return pb.PrepareBatchResponse(outcomes=item_outcomes(results, pb.SendHalfMessageOutcome, half_to_pb))
+
+    @translate_errors
+    async def EndBatch(self, request: pb.EndBatchRequest, context: Any) -> pb.EndBatchResponse:
+        ended = await self._transactions.end_batch(
+            request.producer_group,
+            request.batch_id,
+            resolution_from_pb(request.resolution),
+            list(request.transaction_ids),
+        )
+        return pb.EndBatchResponse(
+            already_committed=ended.already_committed,
+            committed=len(ended.committed),
+            rolled_back=len(ended.rolled_back),
+        )
+
     async def _end_many(
         self, items: list[tuple[str, str, Resolution, Source] | HalfmqError]
     ) -> list[EndResult | HalfmqError]:

@@ -7,6 +7,8 @@ connection). ``PRAGMA user_version`` records the version; each migration runs on
   is switched by one VACUUM, which rewrites it: a minute per few GB.
 - v3: a retention per topic (``topics.retention_ms``, NULL: the broker's); the ``queue_floors``
   table comes with the DDL.
+- v4: two-phase batches (the Spark sink): ``transactions.batch_id``; the ``committed_batches``
+  table comes with the DDL.
 """
 
 from __future__ import annotations
@@ -35,9 +37,14 @@ def _topic_retention(db: sqlite_utils.Database) -> None:
     db["topics"].add_column("retention_ms", int)  # type: ignore[union-attr]
 
 
+def _transaction_batch(db: sqlite_utils.Database) -> None:
+    db["transactions"].add_column("batch_id", int)  # type: ignore[union-attr]
+
+
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     2: lambda db: _incremental_vacuum(db.conn),
     3: _topic_retention,
+    4: _transaction_batch,
 }
 
 

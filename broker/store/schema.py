@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-VERSION = 3
+VERSION = 4
 
 DDL = """
 CREATE TABLE IF NOT EXISTS topics (
@@ -60,13 +60,26 @@ CREATE TABLE IF NOT EXISTS transactions (
     resolved_at INTEGER,
     resolution_source TEXT,
     -- How many times an operator resumed it after a discard (names its op records apart).
-    resumes INTEGER NOT NULL DEFAULT 0
+    resumes INTEGER NOT NULL DEFAULT 0,
+    -- The two-phase batch of its producer group it was prepared in (PrepareBatch), else NULL.
+    batch_id INTEGER
 );
 CREATE INDEX IF NOT EXISTS transactions_pending ON transactions (half_stored_at) WHERE state = 'PENDING';
 -- Each group's pending rows in age order: a round takes its share of every live group, so no
 -- group's backlog (orphaned or not) starves another.
 CREATE INDEX IF NOT EXISTS transactions_pending_group ON transactions (producer_group, half_stored_at)
     WHERE state = 'PENDING';
+
+-- Batches committed by EndBatch, each recorded in the same SQLite transaction as its commits:
+-- a batch commits at most once, however often it is replayed.
+CREATE TABLE IF NOT EXISTS committed_batches (
+    producer_group TEXT NOT NULL,
+    batch_id INTEGER NOT NULL,
+    committed_at INTEGER NOT NULL,
+    transactions INTEGER NOT NULL,
+    PRIMARY KEY (producer_group, batch_id)
+);
+CREATE INDEX IF NOT EXISTS committed_batches_age ON committed_batches (committed_at);
 
 -- Every check delivered to a producer, for operators (bounded: at most check_max per resume).
 CREATE TABLE IF NOT EXISTS checks (

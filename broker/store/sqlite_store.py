@@ -1,21 +1,21 @@
 """The durable log on SQLite: topic queues, the half and op logs, transaction records, offsets.
 
 ``Store`` is one object over one SQLite file, put together from one part per idea: ``logs``
-(topics and queue logs), ``transactions`` (half messages, resolutions, checks), ``offsets``
-(consumer progress) and ``retention`` (deletion by age), over ``base`` (the file, its writer and
-its readers).
+(topics and queue logs), ``transactions`` (half messages, resolutions, checks), ``batches``
+(two-phase batches of them), ``offsets`` (consumer progress) and ``retention`` (deletion by
+age), over ``base`` (the file, its writer and its readers).
 """
 
 from __future__ import annotations
 
 from broker.store.base import DB_FILE
+from broker.store.batches import BatchStore
 from broker.store.logs import LogStore
 from broker.store.offsets import OffsetStore
 from broker.store.retention import RetentionStore
-from broker.store.transactions import TransactionStore
 
 __all__ = ["DB_FILE", "Store"]
 
 
-class Store(LogStore, TransactionStore, OffsetStore, RetentionStore):
+class Store(LogStore, BatchStore, OffsetStore, RetentionStore):
     """The broker's durable state in one SQLite file under ``data_dir``."""

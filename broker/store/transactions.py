@@ -44,7 +44,7 @@ _REFUSALS = (TransactionNotFound, ProducerGroupMismatch, ResolutionConflict)
 
 _INSERT_TRANSACTION = (
     "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id, state,"
-    " half_stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " half_stored_at, batch_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # An op record (tag d, body = the half offset), its constant columns written in the statement.
 _INSERT_OP = (
@@ -73,17 +73,22 @@ class TransactionStore(StoreBase):
     """Half messages, their transaction records (the half log minus the op log) and checks."""
 
     async def prepare_many(
-        self, items: Sequence[tuple[Message, str, int, str]], now_ms: int
+        self, items: Sequence[tuple[Message, str, int, str]], now_ms: int, *, batch_id: int | None = None
     ) -> list[Transaction | HalfmqError]:
         """Append half messages and their PENDING transaction records, for (message, producer
         group, queue id, transaction id) items, in one job: each item gets its transaction or its
         refusal; a storage failure fails them all. A message id that already has a half message
         of the same topic and group (stored before or earlier in the batch) returns that
-        transaction unchanged (a retried send); an id taken otherwise is refused with MessageIdInUse."""
-        return await self._writer.run(lambda conn: self._prepare_many(conn, items, now_ms))
+        transaction unchanged (a retried send); an id taken otherwise is refused with MessageIdInUse.
+        New records are tagged with the two-phase ``batch_id`` when one is given."""
+        return await self._writer.run(lambda conn: self._prepare_many(conn, items, now_ms, batch_id))
 
     def _prepare_many(
-        self, conn: sqlite3.Connection, items: Sequence[tuple[Message, str, int, str]], now_ms: int
+        self,
+        conn: sqlite3.Connection,
+        items: Sequence[tuple[Message, str, int, str]],
+        now_ms: int,
+        batch_id: int | None,
     ) -> list[Transaction | HalfmqError]:
         ids = [message.message_id for message, *_ in items]
         known = _transactions_by(conn, "message_id", ids)
@@ -123,7 +128,7 @@ class TransactionStore(StoreBase):
             halves.append(message_row(HALF_TOPIC, 0, half_offset, message, transaction_id, properties, now_ms))
             pending = TransactionState.PENDING
             records.append((transaction_id, half_offset, message.message_id, producer_group, message.topic,
-                            queue_id, pending.value, now_ms))  # fmt: skip
+                            queue_id, pending.value, now_ms, batch_id))  # fmt: skip
             txn = Transaction(transaction_id, producer_group, half_offset, message.topic, queue_id,
                               message.message_id, pending, 0, now_ms, None)  # fmt: skip
             known[message.message_id] = txn

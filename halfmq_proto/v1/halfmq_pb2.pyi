@@ -240,6 +240,44 @@ class EndTransactionOutcome(_message.Message):
     error: ItemError
     def __init__(self, result: _Optional[_Union[EndTransactionResponse, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
+class PrepareBatchRequest(_message.Message):
+    __slots__ = ("producer_group", "batch_id", "messages")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    batch_id: int
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, producer_group: _Optional[str] = ..., batch_id: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+
+class PrepareBatchResponse(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[SendHalfMessageOutcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[SendHalfMessageOutcome, _Mapping]]] = ...) -> None: ...
+
+class EndBatchRequest(_message.Message):
+    __slots__ = ("producer_group", "batch_id", "resolution", "transaction_ids")
+    PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    RESOLUTION_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_IDS_FIELD_NUMBER: _ClassVar[int]
+    producer_group: str
+    batch_id: int
+    resolution: Resolution
+    transaction_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, producer_group: _Optional[str] = ..., batch_id: _Optional[int] = ..., resolution: _Optional[_Union[Resolution, str]] = ..., transaction_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class EndBatchResponse(_message.Message):
+    __slots__ = ("already_committed", "committed", "rolled_back")
+    ALREADY_COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    ROLLED_BACK_FIELD_NUMBER: _ClassVar[int]
+    already_committed: bool
+    committed: int
+    rolled_back: int
+    def __init__(self, already_committed: _Optional[bool] = ..., committed: _Optional[int] = ..., rolled_back: _Optional[int] = ...) -> None: ...
+
 class SessionUp(_message.Message):
     __slots__ = ("hello", "answer")
     HELLO_FIELD_NUMBER: _ClassVar[int]

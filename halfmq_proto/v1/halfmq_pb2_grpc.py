@@ -69,6 +69,16 @@ class BrokerStub:
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsRequest.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsResponse.FromString,
                 _registered_method=True)
+        self.PrepareBatch = channel.unary_unary(
+                '/halfmq.v1.Broker/PrepareBatch',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchResponse.FromString,
+                _registered_method=True)
+        self.EndBatch = channel.unary_unary(
+                '/halfmq.v1.Broker/EndBatch',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndBatchRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndBatchResponse.FromString,
+                _registered_method=True)
         self.ProducerSession = channel.stream_stream(
                 '/halfmq.v1.Broker/ProducerSession',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SessionUp.SerializeToString,
@@ -151,6 +161,18 @@ class BrokerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def EndTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PrepareBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndBatch(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -242,6 +264,16 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.EndTransactions,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsRequest.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsResponse.SerializeToString,
+            ),
+            'PrepareBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareBatch,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchResponse.SerializeToString,
+            ),
+            'EndBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndBatch,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndBatchRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndBatchResponse.SerializeToString,
             ),
             'ProducerSession': grpc.stream_stream_rpc_method_handler(
                     servicer.ProducerSession,
@@ -473,6 +505,60 @@ class Broker:
             '/halfmq.v1.Broker/EndTransactions',
             halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsRequest.SerializeToString,
             halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/PrepareBatch',
+            halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/EndBatch',
+            halfmq_dot_v1_dot_halfmq__pb2.EndBatchRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.EndBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

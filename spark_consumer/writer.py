@@ -1,0 +1,207 @@
+"""The ``halfmq`` sink: Spark publishes rows to a topic exactly once, by two-phase commit on half
+messages.
+
+    df.writeStream.format("halfmq").option("broker", "127.0.0.1:10911").option("topic", "events")
+        .option("checkpointLocation", "...").start()
+
+Spark's writer protocol maps onto halfmq's half messages as Flink's two-phase-commit sink maps
+onto Kafka transactions:
+- **prepare**: each task stores its rows as half messages of the producer group
+  ``spark-<query id>`` (the query id lives in the checkpoint), tagged with the micro-batch's id,
+  and returns their transaction ids in its commit message;
+- **commit**: the driver ends the batch with one ``EndBatch(COMMIT)``. The broker commits those
+  transactions and records the batch as committed, in one store transaction. A batch already
+  recorded commits nothing more: a batch Spark replays after a crash between the sink's commit
+  and its own commit log is recognised, and the replay's half messages are rolled back;
+- **abort**: ``EndBatch(ROLLBACK)`` rolls back what is pending of the batch.
+Every ``EndBatch`` also rolls back what is still pending of the group's earlier or same batches
+(task attempts that failed, a crashed run's prepared batch), so the restarted query's first
+commit recovers what its dead predecessor left, as Flink's sink does when it restores.
+
+With ``deliveryGuarantee=at-least-once``, tasks send plain messages and commit does nothing, as
+Spark's Kafka sink does: a replayed batch is published twice.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from producer_sdk.message import new_message_id
+from spark_consumer.client import Connection, shared_client
+from spark_consumer.options import BROKER, OptionError, read_ca
+
+EXACTLY_ONCE, AT_LEAST_ONCE = "exactly-once", "at-least-once"
+# Spark sets these local properties for every task of a micro-batch.
+QUERY_ID, BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"
+MAX_ITEMS = 1024  # per PrepareBatch or SendMessages call: the broker's batch limit
+MAX_BYTES = 4 * 1024 * 1024  # per call, so that a call stays far below gRPC's 64 MiB
+_OPTIONS = ("broker", "topic", "tlsCaFile", "token", "deliveryGuarantee")
+_SPARKS = {"path", "checkpointlocation"}  # options Spark itself passes to a sink
+_TOPIC = re.compile(r"[A-Za-z0-9_\-%|]{1,127}")
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    connection: Connection
+    topic: str | None  # None: each row's ``topic`` column
+    exactly_once: bool
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], schema: StructType) -> SinkOptions:
+        """Check the options and the rows' schema; raise OptionError naming what is wrong."""
+        given = {k.lower(): v for k, v in options.items()}
+        unknown = sorted(set(given) - {o.lower() for o in _OPTIONS} - _SPARKS)
+        if unknown:
+            raise OptionError(f"unknown option(s) {unknown} for the halfmq sink; known: {list(_OPTIONS)}")
+        broker = given.get("broker", "")
+        if not BROKER.fullmatch(broker):
+            raise OptionError(f"option 'broker' must be host:port, got {broker!r}")
+        topic = given.get("topic")
+        if topic is not None and not _TOPIC.fullmatch(topic):
+            raise OptionError(f"option 'topic' must be a topic name, got {topic!r}")
+        guarantee = given.get("deliveryguarantee", EXACTLY_ONCE)
+        if guarantee not in (EXACTLY_ONCE, AT_LEAST_ONCE):
+            raise OptionError(
+                f"option 'deliveryGuarantee' must be {EXACTLY_ONCE} or {AT_LEAST_ONCE}, got {guarantee!r}"
+            )
+        _check_schema(schema, topic_column=topic is None)
+        return cls(Connection(broker, read_ca(given.get("tlscafile")), given.get("token") or None), topic,
+                   guarantee == EXACTLY_ONCE)  # fmt: skip
+
+
+# The columns the sink writes, and the types each may have (nullability aside).
+_COLUMNS = {
+    "body": ("binary", "string"),
+    "topic": ("string",),
+    "keys": ("array<string>", "string"),
+    "tags": ("string",),
+    "properties": ("map<string,string>",),
+    "message_id": ("string",),
+}
+
+
+def _check_schema(schema: StructType, *, topic_column: bool) -> None:
+    fields = {f.name: f.dataType.simpleString() for f in schema.fields}
+    if "body" not in fields:
+        raise OptionError(f"the halfmq sink needs a 'body' column (binary or string); the rows have {sorted(fields)}")
+    if topic_column and "topic" not in fields:
+        raise OptionError("the halfmq sink needs option 'topic' or a 'topic' column")
+    for name, kind in fields.items():
+        if name not in _COLUMNS:
+            raise OptionError(f"the halfmq sink does not know column {name!r}; it writes {sorted(_COLUMNS)}")
+        if kind not in _COLUMNS[name]:
+            raise OptionError(f"column {name!r} must be {' or '.join(_COLUMNS[name])}, not {kind}")
+
+
+@dataclass(frozen=True)
+class Prepared(WriterCommitMessage):
+    """What one task did: its half messages' transaction ids (none in at-least-once mode)."""
+
+    producer_group: str
+    transaction_ids: tuple[str, ...]
+    rows: int
+
+
+def messages(batch: pa.RecordBatch, topic: str | None) -> Iterator[pb.Message]:
+    """The rows of an Arrow batch as messages, a column at a time."""
+    columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+    topics = columns.get("topic") if topic is None else None
+    keys, tags = columns.get("keys"), columns.get("tags")
+    properties, ids = columns.get("properties"), columns.get("message_id")
+    for i, body in enumerate(columns["body"]):
+        row_keys = keys[i] if keys is not None else None
+        yield pb.Message(
+            topic=topic if topics is None else topics[i],
+            body=body.encode() if isinstance(body, str) else body or b"",
+            keys=[row_keys] if isinstance(row_keys, str) else row_keys or [],
+            tags=(tags[i] if tags is not None else None) or "",
+            properties=dict(properties[i] or ()) if properties is not None else {},
+            message_id=(ids[i] if ids is not None else None) or new_message_id(),
+        )
+
+
+def chunks(items: Iterator[pb.Message]) -> Iterator[list[pb.Message]]:
+    """Messages in calls of at most MAX_ITEMS and about MAX_BYTES (at least one message each)."""
+    chunk: list[pb.Message] = []
+    size = 0
+    for item in items:
+        item_size = item.ByteSize()
+        if chunk and (len(chunk) == MAX_ITEMS or size + item_size > MAX_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += item_size
+    if chunk:
+        yield chunk
+
+
+def publish(options: SinkOptions, batches: Iterator[pa.RecordBatch], producer_group: str, batch_id: int) -> Prepared:
+    """Write a task's rows: half messages of ``producer_group``'s batch ``batch_id`` (exactly
+    once) or plain messages (at least once). Raises the SDK's error for a refused row, which
+    fails the task."""
+    client = shared_client(options.connection)
+    prepared: list[str] = []
+    rows = 0
+    for chunk in chunks(m for batch in batches for m in messages(batch, options.topic)):
+        rows += len(chunk)
+        if options.exactly_once:
+            prepared += client.prepare_batch(producer_group, batch_id, chunk)
+        else:
+            client.send_messages(chunk)
+    return Prepared(producer_group, tuple(prepared), rows)
+
+
+def end(options: SinkOptions, messages: Sequence[WriterCommitMessage | None], batch_id: int, commit: bool) -> None:
+    """Commit or abort a batch on the driver, from its tasks' commit messages."""
+    done = [m for m in messages if isinstance(m, Prepared)]
+    if not options.exactly_once or not done:
+        return  # nothing prepared that this driver knows of: the next EndBatch of the group rolls it back
+    ids = [transaction_id for m in done for transaction_id in m.transaction_ids]
+    shared_client(options.connection).end_batch(done[0].producer_group, batch_id, ids, commit=commit)
+
+
+class HalfmqStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("halfmq")``: one micro-batch at a time, under the query's group."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Prepared:
+        context = TaskContext.get()
+        query_id = context.getLocalProperty(QUERY_ID) if context is not None else None
+        batch_id = context.getLocalProperty(BATCH_ID) if context is not None else None
+        if not query_id or batch_id is None:
+            raise RuntimeError(f"Spark did not give this task its query and batch ({QUERY_ID}, {BATCH_ID})")
+        return publish(self.options, iterator, f"spark-{query_id}", int(batch_id))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        end(self.options, messages, batchId, commit=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        end(self.options, messages, batchId, commit=False)
+
+
+class HalfmqBatchWriter(DataSourceArrowWriter):
+    """``write.format("halfmq")``: one batch, under a group of its own."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+        self.producer_group = f"spark-write-{uuid.uuid4().hex}"
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> Prepared:
+        return publish(self.options, iterator, self.producer_group, 0)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        end(self.options, messages, 0, commit=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        end(self.options, messages, 0, commit=False)
