@@ -4,6 +4,7 @@ process, with the driver killed in the worst windows, a task failing, and the ma
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -17,13 +18,15 @@ from broker.store.base import DB_FILE
 from producer_sdk import Message, Producer, PullConsumer
 from tests.processes import ROOT, BrokerProcess
 from tests.spark_support import batch_reader
+from tests.support import store_snapshot, topic_rows
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROWS = 30  # three micro-batches of 10
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
+def pipeline(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker process whose topic ``input`` holds the rows to copy."""
     broker = BrokerProcess(tmp_path / "data", "--topic", "input:2", "--topic", "output:2")
     broker.start()
     with Producer(broker=broker.address) as producer:
@@ -76,58 +79,92 @@ def states(broker: BrokerProcess) -> Counter[str]:
 EVERY_ROW_ONCE = Counter({b"row-%d" % i: 1 for i in range(ROWS)})
 
 
-def test_three_micro_batches_are_published_once_each_and_none_is_visible_before_its_commit(broker, tmp_path, spark):
+def test_three_micro_batches_are_published_once_each_and_none_is_visible_before_its_commit(pipeline, tmp_path, spark):
     visibility = tmp_path / "visibility.txt"
-    done = run_job(broker, tmp_path, "--visibility", str(visibility))
+    done = run_job(pipeline, tmp_path, "--visibility", str(visibility))
     assert done.returncode == 0, done.stderr[-3000:]
     assert visibility.read_text().split("\n")[:-1] == [
         "0 before 0", "0 after 10", "1 before 10", "1 after 20", "2 before 20", "2 after 30",
     ]  # fmt: skip
-    assert published(broker) == EVERY_ROW_ONCE
-    assert states(broker) == {"COMMITTED": ROWS}
+    assert published(pipeline) == EVERY_ROW_ONCE
+    assert states(pipeline) == {"COMMITTED": ROWS}
     # A read-committed consumer downstream, the halfmq source, ingests the same rows once.
-    rows = batch_reader(spark, broker.address, topics="output").select("body", "keys").collect()
+    rows = batch_reader(spark, pipeline.address, topics="output").select("body", "keys").collect()
     assert Counter(bytes(r.body) for r in rows) == EVERY_ROW_ONCE
     assert sorted(r.keys[0] for r in rows) == sorted(f"k-{i}" for i in range(ROWS)), "keys travel with the rows"
 
 
 @pytest.mark.parametrize("marker", [True, False], ids=["with-marker", "without-marker"])
-def test_a_driver_killed_after_the_sink_committed_replays_the_batch_without_a_duplicate(broker, tmp_path, marker):
+def test_a_driver_killed_after_the_sink_committed_replays_the_batch_without_a_duplicate(pipeline, tmp_path, marker):
     flags = () if marker else ("--no-marker",)
-    crashed = run_job(broker, tmp_path, "--crash", "after-commit", "--crash-batch", "1", *flags)
+    crashed = run_job(pipeline, tmp_path, "--crash", "after-commit", "--crash-batch", "1", *flags)
     assert crashed.returncode == -9, crashed.stderr[-3000:]
-    assert sum(published(broker).values()) == 20, "batches 0 and 1 were committed before the kill"
+    assert sum(published(pipeline).values()) == 20, "batches 0 and 1 were committed before the kill"
 
-    finished = run_job(broker, tmp_path, *flags)
+    finished = run_job(pipeline, tmp_path, *flags)
     assert finished.returncode == 0, finished.stderr[-3000:]
-    copies = published(broker)
+    copies = published(pipeline)
     if marker:
         assert copies == EVERY_ROW_ONCE
-        assert sink_transactions(broker)[(1, "ROLLED_BACK")] == 10, "the replay's half messages were rolled back"
-        assert "PENDING" not in states(broker)
+        assert sink_transactions(pipeline)[(1, "ROLLED_BACK")] == 10, "the replay's half messages were rolled back"
+        assert "PENDING" not in states(pipeline)
     else:  # the same test without the marker shows the duplicate it prevents
         assert sorted(copies.values()) == [1] * 20 + [2] * 10
 
 
-def test_a_driver_killed_before_the_commit_leaves_half_messages_that_the_restart_rolls_back(broker, tmp_path):
-    crashed = run_job(broker, tmp_path, "--crash", "before-commit", "--crash-batch", "1")
+def test_a_driver_killed_before_the_commit_leaves_half_messages_that_the_restart_rolls_back(pipeline, tmp_path):
+    crashed = run_job(pipeline, tmp_path, "--crash", "before-commit", "--crash-batch", "1")
     assert crashed.returncode == -9, crashed.stderr[-3000:]
-    assert sum(published(broker).values()) == 10
-    assert sink_transactions(broker)[(1, "PENDING")] == 10, "batch 1 was prepared, never committed"
+    assert sum(published(pipeline).values()) == 10
+    assert sink_transactions(pipeline)[(1, "PENDING")] == 10, "batch 1 was prepared, never committed"
 
-    finished = run_job(broker, tmp_path)
+    finished = run_job(pipeline, tmp_path)
     assert finished.returncode == 0, finished.stderr[-3000:]
-    assert published(broker) == EVERY_ROW_ONCE
-    transactions = sink_transactions(broker)
+    assert published(pipeline) == EVERY_ROW_ONCE
+    transactions = sink_transactions(pipeline)
     assert transactions[(1, "ROLLED_BACK")] == 10 and transactions[(1, "COMMITTED")] == 10
-    assert "PENDING" not in states(broker)
+    assert "PENDING" not in states(pipeline)
 
 
-def test_a_failed_task_attempt_leaves_no_stray_half_message_committed(broker, tmp_path):
-    done = run_job(broker, tmp_path, "--fail-first-attempt")
+def test_a_failed_task_attempt_leaves_no_stray_half_message_committed(pipeline, tmp_path):
+    done = run_job(pipeline, tmp_path, "--fail-first-attempt")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "injected failure" in done.stderr, "the first attempt really failed"
-    assert published(broker) == EVERY_ROW_ONCE
-    transactions = sink_transactions(broker)
+    assert published(pipeline) == EVERY_ROW_ONCE
+    transactions = sink_transactions(pipeline)
     assert transactions.get((0, "ROLLED_BACK"), 0) > 0, "the failed attempt's rows were prepared, then rolled back"
-    assert states(broker)["COMMITTED"] == ROWS and "PENDING" not in states(broker)
+    assert states(pipeline)["COMMITTED"] == ROWS and "PENDING" not in states(pipeline)
+
+
+@pytest.mark.parametrize(
+    ("columns", "options", "message"),
+    [
+        ("cast(id as string) as keys", {}, "needs a 'body' column"),
+        ("cast(id as string) as body, id as extra", {}, "does not know column 'extra'"),
+        ("id as body", {}, "column 'body' must be binary or string, not bigint"),
+        ("cast(id as string) as body", {"topic": None}, "needs option 'topic' or a 'topic' column"),
+        ("cast(id as string) as body", {"deliveryGuarantee": "maybe"}, "'deliveryGuarantee' must be"),
+        ("cast(id as string) as body", {"topics": "orders"}, "unknown option(s) ['topics']"),
+    ],
+)
+def test_bad_sink_options_and_columns_fail_before_anything_is_written(spark, broker, columns, options, message):
+    given = {"broker": broker.address, "topic": "orders", **options}
+    writer = spark.range(3).selectExpr(*columns.split(", ")).write.format("halfmq").mode("append")
+    for key, value in given.items():
+        writer = writer if value is None else writer.option(key, value)
+    before = store_snapshot(broker.broker.settings.data_dir)
+    with pytest.raises(Exception, match=re.escape(message)):
+        writer.save()
+    assert store_snapshot(broker.broker.settings.data_dir) == before
+
+
+def test_a_batch_write_publishes_once_and_at_least_once_sends_plain_messages(spark, broker):
+    rows = spark.range(40).selectExpr("concat('m-', cast(id as string)) as body", "'tag' as tags", "'orders' as topic")
+    rows.write.format("halfmq").option("broker", broker.address).mode("append").save()
+    rows.write.format("halfmq").option("broker", broker.address).option("deliveryGuarantee", "at-least-once").mode(
+        "append"
+    ).save()
+    stored = topic_rows(broker.broker.settings.data_dir, "orders")
+    assert Counter(body for *_, body in stored) == Counter({b"m-%d" % i: 2 for i in range(40)})
+    transactions = broker.broker.store.list_transactions(None, 100, 0)[0]
+    assert len(transactions) == 40 and {t.state.value for t in transactions} == {"COMMITTED"}, "only the first used 2PC"
