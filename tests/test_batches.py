@@ -80,7 +80,10 @@ def test_an_abort_rolls_back_its_batch_and_the_batch_can_then_commit(broker, stu
 
 
 def test_a_prepared_batch_is_refused_item_by_item_and_a_bad_batch_id_as_a_whole(broker, stub):
-    messages = [pb.Message(topic="orders", body=b"ok", message_id="ok-1"), pb.Message(topic="nope", body=b"x", message_id="x-1")]
+    messages = [
+        pb.Message(topic="orders", body=b"ok", message_id="ok-1"),
+        pb.Message(topic="nope", body=b"x", message_id="x-1"),
+    ]
     reply = stub.PrepareBatch(pb.PrepareBatchRequest(producer_group=GROUP, batch_id=3, messages=messages))
     assert [o.WhichOneof("outcome") for o in reply.outcomes] == ["result", "error"]
     assert reply.outcomes[1].error.code == "TOPIC_NOT_FOUND"
