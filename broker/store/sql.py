@@ -204,9 +204,14 @@ def rows_in(conn: sqlite3.Connection, query: str, values: Sequence[object], *par
     return rows
 
 
-# The producer's properties back from the half copy: system properties removed, then ``extra`` set.
+# The producer's properties back from the half copy: system properties removed, then the extra ones set.
 _RESTORED_PROPERTIES = (
-    "json_patch(json_remove(properties, " + ", ".join(f"'$.{p}'" for p in SYSTEM_PROPERTIES) + "), ?)"
+    "json_patch(json_remove(h.properties, " + ", ".join(f"'$.{p}'" for p in SYSTEM_PROPERTIES) + "), p.extra)"
+)
+# What a group of copies will be, gathered first so that one statement copies them all.
+_COPY_PLAN = (
+    "CREATE TEMP TABLE IF NOT EXISTS copy_plan (seq INTEGER PRIMARY KEY, topic TEXT NOT NULL,"
+    " queue_id INTEGER NOT NULL, queue_offset INTEGER NOT NULL, extra TEXT NOT NULL, half_offset INTEGER NOT NULL)"
 )
 
 
@@ -217,18 +222,26 @@ def copy_halves(
     now_ms: int,
 ) -> None:
     """Append each producer's message, copied from the half message of its transaction, to the
-    given topic and queue with the given extra properties, in one statement for them all.
+    given topic and queue with the given extra properties.
 
-    The copy happens inside SQLite: the bodies never pass through Python.
+    The copy happens inside SQLite, in one INSERT ... SELECT for them all: the bodies never pass
+    through Python, and the writer's thread gives up and takes back the GIL once, not per row.
     """
-    copied = conn.executemany(
-        f"INSERT INTO messages ({MESSAGE_COLUMNS})"
-        " SELECT ?, ?, ?,"
-        f" message_id, transaction_id, keys, tags, {_RESTORED_PROPERTIES}, body, born_timestamp, ?"
-        " FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
-        [(topic, queue_id, tails.take(topic, queue_id), _json_object(extra), now_ms, HALF_TOPIC, txn.half_offset)
+    conn.execute(_COPY_PLAN)
+    conn.executemany(
+        "INSERT INTO temp.copy_plan (topic, queue_id, queue_offset, extra, half_offset) VALUES (?, ?, ?, ?, ?)",
+        [(topic, queue_id, tails.take(topic, queue_id), _json_object(extra), txn.half_offset)
          for txn, topic, queue_id, extra in copies],
     )  # fmt: skip
+    copied = conn.execute(
+        f"INSERT INTO messages ({MESSAGE_COLUMNS})"
+        " SELECT p.topic, p.queue_id, p.queue_offset, h.message_id, h.transaction_id, h.keys, h.tags,"
+        f" {_RESTORED_PROPERTIES}, h.body, h.born_timestamp, ?"
+        " FROM temp.copy_plan p JOIN messages h ON h.topic = ? AND h.queue_id = 0 AND h.queue_offset = p.half_offset"
+        " ORDER BY p.seq",
+        (now_ms, HALF_TOPIC),
+    )
+    conn.execute("DELETE FROM temp.copy_plan")
     if copied.rowcount != len(copies):  # the job fails, and its offsets are given back with the rollback
         raise StorageFailure(f"{len(copies) - copied.rowcount} of {len(copies)} half messages to copy are missing")
 
