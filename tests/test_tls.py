@@ -131,10 +131,16 @@ def test_unusable_tls_settings_stop_the_broker_at_start_up(tmp_path, pki, args, 
 
 
 @pytest.mark.spark
-def test_the_spark_source_reads_over_tls_with_tls_ca_file(spark, tls_broker, pki):
+def test_the_spark_source_and_sink_work_over_tls_with_tls_ca_file(spark, tls_broker, pki):
     with Producer(broker=tls_broker.address, tls_ca=pki.ca) as producer:
         producer.send_batch([Message(topic="orders", body=b"spark-%d" % i) for i in range(20)])
     rows = batch_reader(spark, tls_broker.address, tlsCaFile=str(pki.ca)).collect()
     assert sorted(row.body for row in rows) == sorted(b"spark-%d" % i for i in range(20))
     with pytest.raises(Exception, match="tlsCaFile"):
         batch_reader(spark, tls_broker.address, tlsCaFile=str(pki.ca.parent / "missing.pem")).collect()
+    published = spark.range(5).selectExpr("concat('sunk-', cast(id as string)) as body")
+    published.write.format("halfmq").option("broker", tls_broker.address).option("topic", "orders").option(
+        "tlsCaFile", str(pki.ca)
+    ).mode("append").save()
+    rows = batch_reader(spark, tls_broker.address, tlsCaFile=str(pki.ca)).collect()
+    assert sorted(row.body for row in rows if row.body.startswith(b"sunk-")) == [b"sunk-%d" % i for i in range(5)]

@@ -227,6 +227,8 @@ def copy_halves(
     The copy happens inside SQLite, in one INSERT ... SELECT for them all: the bodies never pass
     through Python, and the writer's thread gives up and takes back the GIL once, not per row.
     """
+    if not copies:  # an INSERT, even of no rows, would start the table's AUTOINCREMENT record
+        return
     conn.execute(_COPY_PLAN)
     conn.executemany(
         "INSERT INTO temp.copy_plan (topic, queue_id, queue_offset, extra, half_offset) VALUES (?, ?, ?, ?, ?)",
