@@ -11,7 +11,7 @@ import pytest
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from tests.support import BrokerThread, store_snapshot, topic_rows
+from tests.support import BrokerThread, broker_settings, store_snapshot, topic_rows
 
 GROUP = "spark-q1"
 
@@ -129,3 +129,25 @@ def test_a_bad_end_is_refused_with_a_typed_error_and_changes_nothing(broker, stu
     assert refused.value.code() is status
     assert store_snapshot(broker.broker.settings.data_dir) == before, "nothing committed, rolled back or recorded"
     assert states(broker, mine) == ["PENDING"]
+
+
+def test_the_test_controls_lose_a_prepared_batch_s_acknowledgement_and_drop_a_batch_end(tmp_path):
+    broker = BrokerThread(broker_settings(tmp_path / "data", test_controls=True))
+    faults = broker.broker.controls.faults
+    try:
+        with grpc.insecure_channel(broker.address) as channel:
+            stub = pb_grpc.BrokerStub(channel)
+            faults.set(drop_end_transactions=0, lose_half_acks=2, delay_checks=0)
+            with pytest.raises(grpc.RpcError) as lost:
+                prepare(stub, 0, "a", "b")
+            assert lost.value.code() is grpc.StatusCode.UNAVAILABLE
+            pending = broker.broker.store.list_transactions(None, 10, 0)[0]
+            assert [t.state.value for t in pending] == ["PENDING", "PENDING"], "stored, only the reply was lost"
+            faults.set(drop_end_transactions=1, lose_half_acks=0, delay_checks=0)
+            with pytest.raises(grpc.RpcError) as dropped:
+                end(stub, 0, [t.transaction_id for t in pending])
+            assert dropped.value.code() is grpc.StatusCode.UNAVAILABLE
+            assert bodies(broker) == [], "the end never reached the broker"
+            assert end(stub, 0, [t.transaction_id for t in pending]).committed == 2, "the retry goes through"
+    finally:
+        broker.stop()
