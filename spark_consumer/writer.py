@@ -108,10 +108,9 @@ class Prepared(WriterCommitMessage):
 
     producer_group: str
     transaction_ids: tuple[str, ...]
-    rows: int
 
 
-def messages(batch: pa.RecordBatch, topic: str | None) -> Iterator[pb.Message]:
+def to_messages(batch: pa.RecordBatch, topic: str | None) -> Iterator[pb.Message]:
     """The rows of an Arrow batch as messages, a column at a time."""
     columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
     topics = columns.get("topic") if topic is None else None
@@ -150,14 +149,12 @@ def publish(options: SinkOptions, batches: Iterator[pa.RecordBatch], producer_gr
     fails the task."""
     client = shared_client(options.connection)
     prepared: list[str] = []
-    rows = 0
-    for chunk in chunks(m for batch in batches for m in messages(batch, options.topic)):
-        rows += len(chunk)
+    for chunk in chunks(m for batch in batches for m in to_messages(batch, options.topic)):
         if options.exactly_once:
             prepared += client.prepare_batch(producer_group, batch_id, chunk)
         else:
             client.send_messages(chunk)
-    return Prepared(producer_group, tuple(prepared), rows)
+    return Prepared(producer_group, tuple(prepared))
 
 
 def end(options: SinkOptions, messages: Sequence[WriterCommitMessage | None], batch_id: int, commit: bool) -> None:
