@@ -84,6 +84,10 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
             assert int(page.inner_text("#committed")) >= first_total > 0
             assert page.inner_text("#health") == "ok"
             assert "orders" in page.inner_text("#topic-rows")
+            # Issue 11: the store's size on disk, and each topic's retention beside its queues' offsets.
+            assert page.inner_text("#store-bytes").split()[-1] in ("KB", "MB")
+            assert "in use" in page.get_attribute("#store-bytes", "title")
+            assert "broker's" in page.inner_text("#topic-rows")
             screenshot = tmp_path / "dashboard.png"
             page.screenshot(path=str(screenshot), full_page=True)
             browser.close()

@@ -153,11 +153,13 @@ class RetentionStore(StoreBase):
         return await self._writer.run(work)
 
     @translated
-    def checkpoint(self) -> None:
-        """Copy the write-ahead log into the database file. In WAL mode the file takes the size
-        ``reclaim`` gave it only then: SQLite's automatic checkpoints wait for a thousand pages
-        of new writes, and a quiet broker may never make them."""
-        self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    def checkpoint(self) -> bool:
+        """Copy the write-ahead log into the database file, without waiting for anyone; True if
+        all of it was copied. In WAL mode the file takes the size ``reclaim`` gave it only then:
+        SQLite's automatic checkpoints wait for a thousand pages of new writes, which a quiet
+        broker may never make, and a reader on an older snapshot stops a checkpoint short."""
+        busy, frames, copied = self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return not busy and frames == copied
 
     @translated
     def usage(self) -> tuple[int, int]:
