@@ -1,6 +1,10 @@
 """SQL building blocks of the store: connections, row mapping, appends to a queue log.
 
 Used inside the writer's jobs and by the readers; nothing outside ``broker.store`` imports it.
+The hot paths use the standard ``sqlite3`` module, not sqlite-utils: appending 20,000 rows of
+1 KB in one transaction, ``executemany`` did 64,000-90,000 rows/s against 39,000-54,000 for
+sqlite-utils' ``insert_all`` (measured at issue 13's stop). sqlite-utils serves the schema
+migrations (``migrate.py``) and the offline store tools.
 """
 
 from __future__ import annotations
