@@ -248,6 +248,13 @@ def check_transaction_id(value: str) -> str:
     return value
 
 
+def check_batch_id(value: int) -> int:
+    """Return ``value`` if it can name a two-phase batch (at least 0), else raise InvalidArgument."""
+    if value < 0:
+        raise InvalidArgument(f"batch_id must be at least 0, got {value}")
+    return value
+
+
 def check_client_id(value: str) -> str:
     """Return ``value`` if it can name a producer session (shown to operators); raise otherwise."""
     if not _CLIENT_ID.fullmatch(value):

@@ -19,6 +19,7 @@ from broker.model import (
     Source,
     Transaction,
     TransactionState,
+    check_batch_id,
     check_message,
     check_name,
     check_transaction_id,
@@ -54,8 +55,8 @@ class TransactionService:
         transaction or its own error. With ``batch_id`` (at least 0), the new transactions belong
         to that two-phase batch of their group (see ``end_batch``). Raises InvalidArgument for a
         bad batch id, otherwise only for a failure of the whole write."""
-        if batch_id is not None and batch_id < 0:
-            raise InvalidArgument(f"batch_id must be at least 0, got {batch_id}")
+        if batch_id is not None:
+            check_batch_id(batch_id)
         now_ms = self._now_ms()
         results: list[Transaction | HalfmqError | None] = []
         valid: list[tuple[Message, str, int, str]] = []
@@ -94,8 +95,7 @@ class TransactionService:
             resolving.append((transaction_id, RESOLVED_STATE[resolution], source.value, producer_group))
         now_ms = self._now_ms()
         resolved = await self._store.resolve_many(resolving, now_ms) if resolving else []
-        self._metrics.resolved([(r.state, (now_ms - r.half_stored_at) / 1000) for r in resolved
-                                if isinstance(r, EndResult) and not r.already_resolved])  # fmt: skip
+        self._measure([r for r in resolved if isinstance(r, EndResult) and not r.already_resolved], now_ms)
         return merged(results, resolved)
 
     async def end_batch(
@@ -111,8 +111,7 @@ class TransactionService:
         ProducerGroupMismatch or ResolutionConflict (already rolled back); nothing is written then.
         """
         check_name("producer group", producer_group)
-        if batch_id < 0:
-            raise InvalidArgument(f"batch_id must be at least 0, got {batch_id}")
+        check_batch_id(batch_id)
         if resolution not in RESOLVED_STATE:
             raise InvalidArgument("a batch ends with COMMIT or ROLLBACK")
         if resolution is Resolution.ROLLBACK and transaction_ids:
@@ -122,9 +121,7 @@ class TransactionService:
         now_ms = self._now_ms()
         commit = transaction_ids if resolution is Resolution.COMMIT else None
         ended = await self._store.end_batch(producer_group, batch_id, commit, now_ms)
-        self._metrics.resolved(
-            [(r.state, (now_ms - r.half_stored_at) / 1000) for r in ended.committed + ended.rolled_back]
-        )
+        self._measure(ended.committed + ended.rolled_back, now_ms)
         return ended
 
     async def end(self, transaction_id: str, producer_group: str, resolution: Resolution, source: Source) -> EndResult:
@@ -166,8 +163,12 @@ class TransactionService:
             transaction_id, target, now_ms, source=source.value, producer_group=producer_group
         )
         if not result.already_resolved:
-            self._metrics.resolved([(result.state, (now_ms - result.half_stored_at) / 1000)])
+            self._measure([result], now_ms)
         return result
+
+    def _measure(self, resolutions: Sequence[EndResult], now_ms: int) -> None:
+        """Count new resolutions, each with the time since its half message was stored."""
+        self._metrics.resolved([(r.state, (now_ms - r.half_stored_at) / 1000) for r in resolutions])
 
     def _now_ms(self) -> int:
         return to_ms(self._clock())
