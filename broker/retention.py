@@ -121,9 +121,9 @@ class RetentionService:
 
     async def _expire(self, cutoffs: dict[str, int], transactions_cutoff: int | None) -> Swept:
         """Delete, queue by queue, the messages stored before their topic's cutoff (the half and
-        op topics are left to their transactions), then the
-        transactions resolved before ``transactions_cutoff``: a step per write job, all queues'
-        steps in the same group commit."""
+        op topics are left to their transactions), then the transactions resolved and the
+        two-phase batches committed before ``transactions_cutoff``: a step per write job, all
+        queues' steps in the same group commit."""
         store = self._store
         bounds = {
             cutoff: await store.query(store.store_offset_at, cutoff)
@@ -145,4 +145,5 @@ class RetentionService:
                 swept.transactions += count
                 if count < STEP:
                     break
+            await store.expire_batches(transactions_cutoff)
         return swept

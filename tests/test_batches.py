@@ -151,3 +151,11 @@ def test_the_test_controls_lose_a_prepared_batch_s_acknowledgement_and_drop_a_ba
             assert end(stub, 0, [t.transaction_id for t in pending]).committed == 2, "the retry goes through"
     finally:
         broker.stop()
+
+
+def test_a_committed_batch_s_marker_leaves_with_retention(broker, stub, clock):
+    end(stub, 0, prepare(stub, 0, "a"))
+    assert [row[:2] for row in store_snapshot(broker.broker.settings.data_dir)["committed_batches"]] == [(GROUP, 0)]
+    clock.advance(73 * 3600)  # past the default 72 h
+    broker.run(broker.broker.retention.sweep())
+    assert store_snapshot(broker.broker.settings.data_dir)["committed_batches"] == []

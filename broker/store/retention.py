@@ -116,8 +116,7 @@ class RetentionStore(StoreBase):
     async def expire_transactions(self, cutoff_ms: int, bound: int, limit: int) -> int:
         """Delete up to ``limit`` transactions resolved before ``cutoff_ms`` whose half message's
         store offset is below ``bound``: the record, the half message, its op records and its
-        check history; and the markers of two-phase batches committed before ``cutoff_ms``.
-        PENDING transactions are never touched. Return how many transactions went."""
+        check history. PENDING transactions are never touched. Return how many."""
 
         def work(conn: sqlite3.Connection) -> int:
             _, first_kept, high = conn.execute(_QUEUE_SPLIT, (HALF_TOPIC, 0, bound)).fetchone()
@@ -129,7 +128,6 @@ class RetentionStore(StoreBase):
                 _EXPIRING,
                 (high if first_kept is None else first_kept, TransactionState.PENDING.value, cutoff_ms, limit),
             ).rowcount
-            conn.execute("DELETE FROM committed_batches WHERE committed_at < ?", (cutoff_ms,))
             if expired:
                 for statement in _DELETE_EXPIRING:
                     conn.execute(statement)
@@ -137,6 +135,12 @@ class RetentionStore(StoreBase):
             return int(expired)
 
         return await self._writer.run(work)
+
+    async def expire_batches(self, cutoff_ms: int) -> None:
+        """Delete the markers of two-phase batches committed before ``cutoff_ms``."""
+        await self._writer.run(
+            lambda conn: conn.execute("DELETE FROM committed_batches WHERE committed_at < ?", (cutoff_ms,))
+        )
 
     async def reclaim(self, pages: int) -> int:
         """Hand up to ``pages`` free pages back to the file system (the file shrinks), keeping a
