@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -59,8 +60,26 @@ class BrokerClient:
         return reply
 
     def pull_columns(self, topic: str, queue_id: int, offset: int, max_messages: int) -> pb.PullColumnsResponse:
+        return self.pull_columns_ahead(topic, queue_id, offset, max_messages)()
+
+    def pull_columns_ahead(
+        self, topic: str, queue_id: int, offset: int, max_messages: int
+    ) -> Callable[[], pb.PullColumnsResponse]:
+        """``pull_columns`` sent now, its reply taken by calling what this returns (which raises
+        what ``pull_columns`` would): the broker reads the next range while the caller is busy
+        with the last one."""
         request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
-        reply: pb.PullColumnsResponse = self._call(self._stub.PullColumns, request)
+        call = self._stub.PullColumns.future(
+            request, timeout=self._timeout, wait_for_ready=True, metadata=self._metadata
+        )
+
+        def reply() -> pb.PullColumnsResponse:
+            try:
+                result: pb.PullColumnsResponse = call.result()
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc) from exc
+            return result
+
         return reply
 
     def prepare_batch(self, producer_group: str, batch_id: int, messages: list[pb.Message]) -> list[str]:

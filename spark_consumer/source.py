@@ -9,7 +9,7 @@ Half, rolled-back and discarded messages are never in a real topic, so never rea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk.columns import record_batch
 from producer_sdk.errors import OffsetOutOfRange
 from spark_consumer import offsets as off
@@ -70,17 +71,26 @@ def slices(options: SourceOptions, start: off.Offsets, end: off.Offsets) -> list
 def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
     """Pull ``[start, end)`` of the queue as columns and yield them as Arrow batches; the same
     slice always yields the same messages, so a replayed micro-batch reads exactly what it read
-    before. Uses this process's channel to the broker."""
+    before. Uses this process's channel to the broker, and asks for the next range before
+    yielding a batch, so the broker reads it while Spark takes the batch."""
     broker = shared_client(part.connection)
-    offset = part.start
     where = f"{part.topic}/{part.queue_id}"
-    while offset < part.end:
+
+    def pull(offset: int) -> Callable[[], pb.PullColumnsResponse] | None:
+        if offset >= part.end:
+            return None
+        return broker.pull_columns_ahead(part.topic, part.queue_id, offset, min(part.fetch_size, part.end - offset))
+
+    offset = part.start
+    pending = pull(offset)
+    while pending is not None:
         try:
-            reply = broker.pull_columns(part.topic, part.queue_id, offset, min(part.fetch_size, part.end - offset))
+            reply = pending()
         except OffsetOutOfRange as exc:
             if part.fail_on_data_loss:
                 raise off.DataLoss(f"{where}: {exc}. Set failOnDataLoss=false to skip what is gone") from exc
             offset = broker.ranges((part.topic,))[part.topic][part.queue_id][0]
+            pending = pull(offset)
             continue
         if not reply.count:
             if part.fail_on_data_loss:
@@ -90,8 +100,9 @@ def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
                 )
             return
         in_slice = min(reply.count, part.end - offset)  # a reply's offsets are consecutive from ``offset``
-        yield record_batch(part.topic, part.queue_id, reply).slice(0, in_slice)
         offset += in_slice
+        pending = pull(offset)
+        yield record_batch(part.topic, part.queue_id, reply).slice(0, in_slice)
 
 
 class HalfmqBatchReader(DataSourceReader):
