@@ -7,6 +7,11 @@ cost of gRPC in bench/txn.py. Message ids are time-ordered, as the SDK makes the
 the same run: 64 concurrent tasks each preparing and committing one transaction at a time (the
 single-item RPCs' path), then the batched path the batch RPCs take (prepare_many / end_many, 64
 items per call, two calls in flight).
+
+With ``--gil-busy SHARE`` (0-1), a thread beside the store runs Python code holding the GIL that
+share of the time, as the broker's event loop does while it serves gRPC: the writer's thread
+then waits for the GIL after each SQLite step it made without it. The batched path runs both
+without and with it, so the figures show what the shared GIL costs the writer.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +29,19 @@ from broker.store import Flush, Store
 from broker.transaction.service import TransactionService
 
 
-async def run(seconds: float, concurrency: int, body: bytes, flush: Flush, batch: int) -> None:
+def hold_gil(share: float, stop: threading.Event) -> None:
+    """Hold the GIL ``share`` of the time, in slices of 0.5 ms, until ``stop`` is set."""
+    while not stop.is_set():
+        until = time.perf_counter() + 0.0005 * share
+        while time.perf_counter() < until:
+            pass
+        time.sleep(0.0005 * (1 - share))
+
+
+async def run(seconds: float, concurrency: int, body: bytes, flush: Flush, batch: int, gil_busy: float = 0) -> None:
+    stop = threading.Event()
+    if gil_busy:
+        threading.Thread(target=hold_gil, args=(gil_busy, stop), daemon=True).start()
     store = Store(Path(tempfile.mkdtemp(prefix="halfmq-bench-store-")), flush=flush)
     await store.create_topic("bench", 4)
     service = TransactionService(store, max_body_bytes=len(body), metrics=Metrics())
@@ -50,7 +68,9 @@ async def run(seconds: float, concurrency: int, body: bytes, flush: Flush, batch
     workers = [one_at_a_time() for _ in range(concurrency)] if batch == 1 else [batches(), batches()]
     await asyncio.gather(*workers)
     elapsed = time.perf_counter() - began
+    stop.set()
     how = f"{concurrency} tasks, one at a time" if batch == 1 else f"batches of {batch}, two in flight"
+    how += f", a thread holding the GIL {gil_busy:.0%} of the time" if gil_busy else ""
     print(f"store alone ({flush.value}, {how}): {count / elapsed:.0f} txn/s;"
           f" {count / store.write_batches:.1f} transactions per group commit")  # fmt: skip
     store.close()
@@ -62,9 +82,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--body", type=int, default=1024)
     parser.add_argument("--flush", choices=["sync", "async"], default="sync")
+    parser.add_argument("--gil-busy", type=float, default=0, help="also run the batched path beside a thread"
+                        " holding the GIL this share of the time (0-1)")  # fmt: skip
     args = parser.parse_args()
+    body, flush = b"x" * args.body, Flush(args.flush)
     for batch in (1, args.concurrency):
-        asyncio.run(run(args.seconds, args.concurrency, b"x" * args.body, Flush(args.flush), batch))
+        asyncio.run(run(args.seconds, args.concurrency, body, flush, batch))
+    if args.gil_busy:
+        asyncio.run(run(args.seconds, args.concurrency, body, flush, args.concurrency, args.gil_busy))
 
 
 if __name__ == "__main__":
