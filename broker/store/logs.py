@@ -52,6 +52,15 @@ def _within_budget(
     return rows
 
 
+def read_columns_of(
+    conn: sqlite3.Connection, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int
+) -> QueueColumns:
+    """``LogStore.read_columns`` on any read connection to the store's file (bench/pull_split.py
+    reads it from a process of its own)."""
+    rows = _within_budget(conn, _BYTE_COLUMNS, topic, queue_id, offset, limit, max_bytes)
+    return QueueColumns(*(list(zip(*rows, strict=True))[1:] if rows else ((),) * 9))
+
+
 class LogStore(StoreBase):
     """Topics and the queue logs of their messages."""
 
@@ -155,8 +164,7 @@ class LogStore(StoreBase):
     @translated
     def read_columns(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> QueueColumns:
         """``read`` as columns: the same messages, with no object per message."""
-        rows = _within_budget(self._reader(), _BYTE_COLUMNS, topic, queue_id, offset, limit, max_bytes)
-        return QueueColumns(*(list(zip(*rows, strict=True))[1:] if rows else ((),) * 9))
+        return read_columns_of(self._reader(), topic, queue_id, offset, limit, max_bytes)
 
     @translated
     def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
