@@ -48,13 +48,19 @@ from producer_sdk import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start(args: list[str], ready: str) -> subprocess.Popen[str]:
-    process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert process.stdout is not None
-    for line in process.stdout:
-        if ready in line:
-            return process
-    raise RuntimeError(f"{args} exited before it was ready")
+def start(args: list[str], ready: str) -> subprocess.Popen[bytes]:
+    """Start a process whose output goes to a log file, and return it once the log says ``ready``.
+    Not a pipe: once nobody read it, a pipe would fill with the broker's log, and its next log
+    line would stop the broker's event loop in the middle of a measurement."""
+    with tempfile.NamedTemporaryFile(prefix="halfmq-bench-", suffix=".log", delete=False) as log:
+        process = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    path = Path(log.name)
+    while ready not in path.read_text(errors="replace"):
+        if process.poll() is not None:
+            raise RuntimeError(f"{args} exited before it was ready; its output is in {path}")
+        time.sleep(0.05)
+    print(f"{' '.join(args[1:3])} logs to {path}", flush=True)
+    return process
 
 
 class SyncListener(TransactionListener):
