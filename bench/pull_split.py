@@ -31,7 +31,7 @@ from pathlib import Path
 import grpc
 
 from bench.spark_ingest import fill
-from bench.txn import start
+from bench.txn import start, start_broker
 from broker.grpc_api.convert import columns_to_pb
 from broker.model import PULL_BYTES, PullBatch, QueueColumns
 from broker.store.base import READ_MMAP_BYTES
@@ -109,15 +109,12 @@ def main() -> None:
         return
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-split-"))
     asyncio.run(fill(data, args.messages, b"x" * 1024))
-    broker_port, pull_port = free_port(), free_port()
-    broker = start(
-        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(broker_port),
-         "--http-port", "0", "--rocketmq-port", "0"],
-        "ready",
-    )  # fmt: skip
-    serve_args = ["--serve", str(data / "halfmq.db"), str(pull_port)]
-    puller = start([sys.executable, "-m", "bench.pull_split", *serve_args], "ready")
-    on_broker, on_puller = f"127.0.0.1:{broker_port}", f"127.0.0.1:{pull_port}"
+    broker, on_broker = start_broker(data)
+    pull_port = free_port()
+    puller = start(
+        [sys.executable, "-m", "bench.pull_split", "--serve", str(data / "halfmq.db"), str(pull_port)], "ready"
+    )
+    on_puller = f"127.0.0.1:{pull_port}"
     try:
         for _ in range(args.rounds):
             one = pulls([on_broker], args.messages, args.seconds)

@@ -33,10 +33,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.txn import Listener, run_shape, start
+from bench.txn import Listener, run_shape, start_broker
 from broker.model import Message
 from broker.store import Flush, Store
-from halfmq_testing import free_port
 from producer_sdk.columns import ARROW_SCHEMA, record_batch
 from spark_consumer.client import BrokerClient, Connection
 from spark_consumer.options import SourceOptions
@@ -158,13 +157,7 @@ def main() -> None:
     asyncio.run(fill(data, args.messages, os.urandom(args.body)))
     print(f"built a store of {args.messages:,} messages x {args.body} B in {time.perf_counter() - began:.0f}s")
 
-    port = free_port()
-    broker = start(
-        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0",
-         "--rocketmq-port", "0"],
-        "ready",
-    )  # fmt: skip
-    address = f"127.0.0.1:{port}"
+    broker, address = start_broker(data)
     parquet = data / "bench.parquet"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession

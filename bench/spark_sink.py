@@ -24,8 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.txn import start
-from halfmq_testing import free_port
+from bench.txn import start_broker
 from producer_sdk import Producer
 
 GUARANTEES = ("exactly-once", "at-least-once")
@@ -67,13 +66,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="halfmq-bench-sink-"))
-    port = free_port()
-    broker = start(
-        [sys.executable, "-m", "broker", "--data-dir", str(work / "data"), "--grpc-port", str(port),
-         "--http-port", "0", "--rocketmq-port", "0", "--flush", "sync"],
-        "ready",
-    )  # fmt: skip
-    address = f"127.0.0.1:{port}"
+    broker, address = start_broker(work / "data", "--flush", "sync")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 

@@ -63,6 +63,14 @@ def start(args: list[str], ready: str) -> subprocess.Popen[bytes]:
     return process
 
 
+def start_broker(data: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
+    """A broker process on ``data`` with ``flags``, its gRPC port free and its HTTP and RocketMQ
+    ports on 0, once it serves; and its gRPC address."""
+    port = free_port()
+    args = ["--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0", "--rocketmq-port", "0", *flags]
+    return start([sys.executable, "-m", "broker", *args], "halfmq broker ready"), f"127.0.0.1:{port}"
+
+
 class SyncListener(TransactionListener):
     """The same decisions for the blocking producer (its listener methods run in its thread pool)."""
 
@@ -222,14 +230,10 @@ def run_broker(args: argparse.Namespace, retention: float, body: bytes, listener
     """Start a broker with ``retention``, run the shapes against it, and stop it; each result
     carries the size of the store's files (database and WAL) at the end."""
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-"))
-    port = free_port()
-    broker = start(
-        [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port),
-         "--http-port", "0", "--rocketmq-port", "0", "--topic", "bench:4", "--retention", str(retention),
-         "--flush", args.flush, "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3"],
-        "halfmq broker ready",
+    broker, address = start_broker(
+        data, "--topic", "bench:4", "--retention", str(retention), "--flush", args.flush,
+        "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3",
     )  # fmt: skip
-    address = f"127.0.0.1:{port}"
     results = {}
     try:
         for shape in args.shapes.split(","):
