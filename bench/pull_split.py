@@ -34,8 +34,7 @@ from bench.spark_ingest import fill
 from bench.txn import start, start_broker
 from broker.grpc_api.convert import columns_to_pb
 from broker.model import PULL_BYTES, PullBatch, QueueColumns
-from broker.store.base import READ_MMAP_BYTES
-from broker.store.logs import read_columns_of
+from broker.store.reads import READ_MMAP_BYTES, read_columns_of
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from halfmq_testing import free_port

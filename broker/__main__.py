@@ -67,7 +67,8 @@ async def serve(broker: Broker) -> None:
         raise
     print(
         f"halfmq broker ready grpc={broker.settings.host}:{broker.grpc_port}"
-        f" http={broker.settings.host}:{broker.http_port}",
+        f" http={broker.settings.host}:{broker.http_port}"
+        + (f" pull={','.join(map(str, broker.pull_processes.ports))}" if broker.pull_processes.ports else ""),
         flush=True,
     )
     await stop.wait()

@@ -18,6 +18,7 @@ from broker.http_api import create_server as create_http_server
 from broker.http_api.app import HttpServer
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
+from broker.pull_process import PullProcesses
 from broker.retention import RetentionService
 from broker.store import Store
 from broker.transaction.check import CheckService
@@ -61,13 +62,19 @@ class Broker:
         self._http: HttpServer | None = None
         self._rocketmq: grpc.aio.Server | None = None
         self._http_task: asyncio.Task[None] | None = None
+        self.pull_processes = PullProcesses(settings)
 
     async def start(self) -> None:
         """Create the configured topics, start serving gRPC and the periodic check loop."""
         for topic in self.settings.topics:
             await self.messaging.create_topic(topic.name, topic.queues, topic.retention)
+        pull_ports = await self.pull_processes.start()
         servicer = BrokerServicer(
-            self.messaging, self.transactions, self.registry, check_timeout=self.settings.check_timeout
+            self.messaging,
+            self.transactions,
+            self.registry,
+            check_timeout=self.settings.check_timeout,
+            pull_ports=pull_ports,
         )
         self._server, self.grpc_port = create_server(
             servicer,
@@ -100,9 +107,10 @@ class Broker:
         self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
         self._tasks.append(asyncio.create_task(self.retention.run()))
         log.info(
-            "halfmq broker serving gRPC on %s:%d and HTTP on %s:%d%s, store %s",
+            "halfmq broker serving gRPC on %s:%d and HTTP on %s:%d%s, store %s%s",
             self.settings.host, self.grpc_port, self.settings.host, self.http_port,
             " (TLS)" if self.settings.tls else "", self.store.path,
+            f", pulls also on ports {', '.join(map(str, pull_ports))}" if pull_ports else "",
         )  # fmt: skip
 
     async def _start_rocketmq(self) -> None:
@@ -144,5 +152,6 @@ class Broker:
         for server in (self._server, self._rocketmq):
             if server is not None:
                 await server.stop(grace)
+        await self.pull_processes.stop()
         self.store.close()
         log.info("halfmq broker stopped")

@@ -18,6 +18,9 @@ from broker.store import Flush
 from broker.tls import TlsFiles
 from broker.transaction.check import CheckPolicy
 
+# A pull process is a whole Python interpreter: more than the cores is wasted memory.
+MAX_PULL_PROCESSES = 64
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -26,6 +29,8 @@ class Settings:
     grpc_port: int = 10911
     http_port: int = 8080
     rocketmq_port: int = 8081
+    pull_processes: int = 0
+    pull_port: int = 0
     check_interval: float = 30.0
     transaction_timeout: float = 6.0
     check_max: int = 5
@@ -80,6 +85,12 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("grpc_port", int, "native gRPC port (default 10911)"),
     ("http_port", int, "HTTP admin port (default 8080)"),
     ("rocketmq_port", int, "RocketMQ 5 gRPC port, served when halfmq[rocketmq] is installed (default 8081)"),
+    (
+        "pull_processes",
+        _positive(int, zero=True),
+        "processes serving pulls beside the broker, each on its own port, advertised to clients (default 0: none)",
+    ),
+    ("pull_port", _positive(int, zero=True), "first pull process's port, the next ones follow (default 0: any free)"),
     ("check_interval", _positive(float), "seconds between check rounds (default 30)"),
     ("transaction_timeout", _positive(float), "seconds before an unresolved half message is checked (default 6)"),
     ("check_max", _positive(int), "checks before a half message is discarded (default 5)"),
@@ -172,4 +183,9 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
             f"--max-body-bytes must leave room for the envelope under the {MAX_WIRE_BYTES}-byte gRPC transport"
             f" limit: at most {MAX_WIRE_BYTES - WIRE_ENVELOPE_BYTES}"
         )
+    processes, first_port = values.get("pull_processes", 0), values.get("pull_port", 0)
+    if processes > MAX_PULL_PROCESSES:  # type: ignore[operator]
+        parser.error(f"--pull-processes must be at most {MAX_PULL_PROCESSES}, got {processes}")
+    if first_port and first_port + processes - 1 > 65535:  # type: ignore[operator]
+        parser.error(f"--pull-port {first_port} leaves no room for {processes} pull processes below port 65536")
     return Settings(**values, topics=tuple(topics), test_controls=test_controls)  # type: ignore[arg-type]

@@ -1,20 +1,17 @@
-"""Topics, normal messages, pulls and consumer offsets: everything but transactions."""
+"""Topics, normal messages, pulls (``PullService``) and consumer offsets: everything but transactions."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from broker.clock import Clock, system_clock, to_ms
-from broker.errors import HalfmqError, InvalidArgument, OffsetOutOfRange
+from broker.errors import HalfmqError, InvalidArgument
 from broker.model import (
     MAX_QUEUES,
     MAX_RETENTION,
     PULL_BYTES,
     SYSTEM_TOPICS,
-    M,
     Message,
-    PullBatch,
-    QueueColumns,
     StoredMessage,
     Topic,
     check_data_topic,
@@ -23,21 +20,18 @@ from broker.model import (
     merged,
     queue_for,
 )
+from broker.pulls import MAX_PULL, PullService
 from broker.store import Store
 from broker.store.deliveries import Delivery
 
-MAX_PULL = 1024
 MAX_BATCH = 1024
 
 
-def _first_offset(messages: list[StoredMessage] | QueueColumns) -> int:
-    return messages.queue_offsets[0] if isinstance(messages, QueueColumns) else messages[0].queue_offset
-
-
-class MessagingService:
+class MessagingService(PullService):
     """Produce to and consume from real topics; system topics are refused."""
 
     def __init__(self, store: Store, *, max_body_bytes: int, clock: Clock = system_clock) -> None:
+        super().__init__(store)
         self._store = store
         self._max_body_bytes = max_body_bytes
         self._clock = clock
@@ -89,52 +83,6 @@ class MessagingService:
             results.append(None)
             placed.append((message, queue_for(message.message_id, queues)))
         return merged(results, await self._store.append_each(placed, to_ms(self._clock())) if placed else [])
-
-    async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[list[StoredMessage]]:
-        """Return up to ``max_messages`` messages of a queue from ``offset`` on, within PULL_BYTES
-        (at least one message, whatever its size).
-
-        Raises InvalidArgument, HiddenTopic or TopicNotFound.
-        """
-        return await self._pull(self._store.read, topic, queue_id, offset, max_messages)
-
-    async def pull_columns(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[QueueColumns]:
-        """``pull`` as columns: the same messages, the same offsets."""
-        return await self._pull(self._store.read_columns, topic, queue_id, offset, max_messages)
-
-    async def _pull(
-        self, read: Callable[[str, int, int, int, int], M], topic: str, queue_id: int, offset: int, max_messages: int
-    ) -> PullBatch[M]:
-        self._check_queue(topic, queue_id)
-        if offset < 0:
-            raise InvalidArgument(f"offset must be >= 0, got {offset}")
-        if not 1 <= max_messages <= MAX_PULL:
-            raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
-        messages, (low, high) = await self._store.query(
-            lambda: (read(topic, queue_id, offset, max_messages, PULL_BYTES), self._store.queue_range(topic, queue_id))
-        )  # one trip to a reader thread for both, the read first: an empty read below ``low`` lost its messages
-        if (_first_offset(messages) if len(messages) else low) > offset:
-            raise OffsetOutOfRange(
-                f"offset {offset} of {topic}/{queue_id} is below the queue's low offset {low}: retention deleted"
-                f" those messages; pull from {low} on"
-            )
-        # A read returns consecutive offsets, so the last is the first plus the count.
-        next_offset = offset + len(messages)
-        return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
-
-    def topic(self, name: str) -> Topic:
-        """A real topic. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
-        check_data_topic(name)
-        return self._store.topic(name)
-
-    def queue_count(self, topic: str) -> int:
-        """How many queues a real topic has. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
-        return self.topic(topic).queues
-
-    async def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
-        """``{queue_id: (min_offset, max_offset)}``, max being one past the newest message."""
-        queues = range(self.queue_count(topic))
-        return await self._store.query(lambda: {q: self._store.queue_range(topic, q) for q in queues})
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)
@@ -188,9 +136,3 @@ class MessagingService:
         return await self._store.change_invisible(
             group, topic, receipt_handle, to_ms(self._clock()) + to_ms(invisible_seconds)
         )
-
-    def _check_queue(self, topic: str, queue_id: int) -> None:
-        check_data_topic(topic)
-        queues = self._store.topic(topic).queues
-        if not 0 <= queue_id < queues:
-            raise InvalidArgument(f"topic {topic!r} has queues 0..{queues - 1}, not {queue_id}")

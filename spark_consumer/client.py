@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Self
 
@@ -43,6 +43,7 @@ class BrokerClient:
             credentials = grpc.ssl_channel_credentials(connection.tls_ca)
             self._channel = grpc.secure_channel(connection.broker, credentials, options=_OPTIONS)
         self._stub = pb_grpc.BrokerStub(self._channel)
+        self._connection = connection
         self._timeout = timeout
         self._metadata = (("authorization", f"Bearer {connection.token}"),) if connection.token else ()
 
@@ -53,6 +54,15 @@ class BrokerClient:
             reply = self._call(self._stub.GetQueueOffsets, pb.GetQueueOffsetsRequest(topic=topic))
             result[topic] = {q.queue_id: (q.min_offset, q.max_offset) for q in reply.queues}
         return result
+
+    def readers(self, topic: str) -> tuple[Connection, ...]:
+        """Where pulls should go: the broker's pull processes when it runs any (on its host, with
+        the same TLS and token), else the broker itself. Asks the broker with ``topic``'s offsets."""
+        reply = self._call(self._stub.GetQueueOffsets, pb.GetQueueOffsetsRequest(topic=topic))
+        host = self._connection.broker.rsplit(":", 1)[0]
+        return tuple(replace(self._connection, broker=f"{host}:{port}") for port in reply.pull_ports) or (
+            self._connection,
+        )
 
     def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> pb.PullResponse:
         request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)

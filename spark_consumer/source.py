@@ -51,20 +51,19 @@ class QueueSlice(InputPartition):
     fail_on_data_loss: bool
 
 
-def slices(options: SourceOptions, start: off.Offsets, end: off.Offsets) -> list[QueueSlice]:
-    return [
-        QueueSlice(
-            options.connection,
-            topic,
-            queue,
-            start[topic].get(queue, 0),
-            stop,
-            options.fetch_size,
-            options.fail_on_data_loss,
-        )
+def slices(
+    options: SourceOptions, start: off.Offsets, end: off.Offsets, readers: tuple[Connection, ...]
+) -> list[QueueSlice]:
+    """One slice per queue with messages to read, spread in turn over ``readers``."""
+    wanted = [
+        (topic, queue, start[topic].get(queue, 0), stop)
         for topic, queues in sorted(end.items())
         for queue, stop in sorted(queues.items())
         if stop > start[topic].get(queue, 0)
+    ]
+    return [
+        QueueSlice(readers[i % len(readers)], topic, queue, begin, stop, options.fetch_size, options.fail_on_data_loss)
+        for i, (topic, queue, begin, stop) in enumerate(wanted)
     ]
 
 
@@ -110,13 +109,14 @@ class HalfmqBatchReader(DataSourceReader):
         self._options = options
         with BrokerClient(options.connection) as broker:
             ranges = broker.ranges(options.topics)
+            self._readers = broker.readers(options.topics[0])
         self._start = off.check_available(
             off.resolve("startingOffsets", options.starting, ranges), ranges, options.fail_on_data_loss
         )
         self._end = off.check_available(off.resolve("endingOffsets", options.ending, ranges), ranges, True)
 
     def partitions(self) -> list[QueueSlice]:
-        return slices(self._options, self._start, self._end)
+        return slices(self._options, self._start, self._end, self._readers)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, QueueSlice)
@@ -162,7 +162,9 @@ class HalfmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return off.to_json(self._latest())
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[QueueSlice]:
-        return slices(self._options, off.from_json(start), off.from_json(end))
+        with BrokerClient(self._options.connection) as broker:
+            readers = broker.readers(self._options.topics[0])
+        return slices(self._options, off.from_json(start), off.from_json(end), readers)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, QueueSlice)

@@ -7,7 +7,7 @@ import grpc
 from broker.controls import Faults
 from broker.grpc_api.auth import token_interceptor
 from broker.grpc_api.faults import FaultInterceptor
-from broker.grpc_api.servicer import BrokerServicer
+from broker.grpc_api.pulls import PullServicer
 from broker.model import MAX_WIRE_BYTES
 from broker.tls import TlsFiles, bind
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
@@ -29,7 +29,7 @@ KEEPALIVE_OPTIONS = [
 
 
 def create_server(
-    servicer: BrokerServicer,
+    servicer: PullServicer,
     address: str,
     *,
     auth_token: str | None = None,

@@ -2,49 +2,29 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import grpc
 
 from broker.errors import HalfmqError, InvalidArgument
 from broker.grpc_api.convert import (
-    columns_to_pb,
     end_to_pb,
     half_to_pb,
     message_from_pb,
     resolution_from_pb,
     send_result_to_pb,
     source_from_pb,
-    stored_to_pb,
     topic_to_pb,
 )
+from broker.grpc_api.pulls import PullServicer
 from broker.grpc_api.session import serve_session
-from broker.grpc_api.status import ERROR_METADATA_KEY, status_for
+from broker.grpc_api.status import translate_errors
 from broker.messaging import MAX_BATCH, MessagingService
 from broker.model import EndResult, Resolution, Source, single
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
-from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-
-R = TypeVar("R")
-Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]
-
-
-def translate_errors(handler: Handler[R]) -> Handler[R]:
-    """Turn a core error into its gRPC status, with the stable error code in trailing metadata."""
-
-    @functools.wraps(handler)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
-        try:
-            return await handler(self, request, context)
-        except HalfmqError as exc:
-            await context.abort(status_for(exc), str(exc), trailing_metadata=((ERROR_METADATA_KEY, exc.code),))
-            raise  # unreachable: abort raises
-
-    return wrapper
 
 
 def item_outcomes(results: Sequence[object], outcome: Callable[..., Any], to_pb: Callable[[Any], Any]) -> list[Any]:
@@ -79,7 +59,7 @@ def _end_item(request: pb.EndTransactionRequest) -> tuple[str, str, Resolution, 
         return exc
 
 
-class BrokerServicer(pb_grpc.BrokerServicer):
+class BrokerServicer(PullServicer):
     def __init__(
         self,
         messaging: MessagingService,
@@ -87,7 +67,9 @@ class BrokerServicer(pb_grpc.BrokerServicer):
         registry: ProducerRegistry,
         *,
         check_timeout: float,
+        pull_ports: Sequence[int] = (),
     ) -> None:
+        super().__init__(messaging, pull_ports=pull_ports)
         self._messaging = messaging
         self._transactions = transactions
         self._registry = registry
@@ -167,29 +149,6 @@ class BrokerServicer(pb_grpc.BrokerServicer):
 
     async def ProducerSession(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
         await serve_session(context, self._registry, self._transactions, check_timeout=self._check_timeout)
-
-    @translate_errors
-    async def Pull(self, request: pb.PullRequest, context: Any) -> pb.PullResponse:
-        batch = await self._messaging.pull(request.topic, request.queue_id, request.offset, request.max_messages)
-        return pb.PullResponse(
-            messages=[stored_to_pb(m) for m in batch.messages],
-            next_offset=batch.next_offset,
-            min_offset=batch.min_offset,
-            max_offset=batch.max_offset,
-        )
-
-    @translate_errors
-    async def PullColumns(self, request: pb.PullRequest, context: Any) -> pb.PullColumnsResponse:
-        return columns_to_pb(
-            await self._messaging.pull_columns(request.topic, request.queue_id, request.offset, request.max_messages)
-        )
-
-    @translate_errors
-    async def GetQueueOffsets(self, request: pb.GetQueueOffsetsRequest, context: Any) -> pb.GetQueueOffsetsResponse:
-        offsets = await self._messaging.queue_offsets(request.topic)
-        return pb.GetQueueOffsetsResponse(
-            queues=[pb.QueueOffsets(queue_id=q, min_offset=lo, max_offset=hi) for q, (lo, hi) in offsets.items()]
-        )
 
     @translate_errors
     async def CommitConsumerOffset(

@@ -1,6 +1,10 @@
-"""The one table from core errors to gRPC status codes."""
+"""The one table from core errors to gRPC status codes, and the decorator that applies it."""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
 
@@ -29,3 +33,21 @@ _STATUS: dict[type[errors.HalfmqError], grpc.StatusCode] = {
 def status_for(error: errors.HalfmqError) -> grpc.StatusCode:
     """The gRPC status for a core error (INTERNAL for one the table does not name)."""
     return _STATUS.get(type(error), grpc.StatusCode.INTERNAL)
+
+
+R = TypeVar("R")
+Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]
+
+
+def translate_errors(handler: Handler[R]) -> Handler[R]:
+    """Turn a core error into its gRPC status, with the stable error code in trailing metadata."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+        try:
+            return await handler(self, request, context)
+        except errors.HalfmqError as exc:
+            await context.abort(status_for(exc), str(exc), trailing_metadata=((ERROR_METADATA_KEY, exc.code),))
+            raise  # unreachable: abort raises
+
+    return wrapper

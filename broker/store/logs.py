@@ -1,64 +1,15 @@
-"""Topics and their queue logs: create topics, append normal messages, read a queue by offset."""
+"""Topics and their queue logs: create topics, append normal messages (reading them is ``reads``)."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
-from broker.model import Message, QueueColumns, StoredMessage, Topic
+from broker.model import Message, StoredMessage, Topic
 from broker.store.base import StoreBase
-from broker.store.sql import (
-    INSERT_MESSAGE,
-    MESSAGE_COLUMNS,
-    message_row,
-    queue_floor,
-    row_to_message,
-    rows_in,
-    topic_of,
-    translated,
-)
-
-_FROM_QUEUE = "FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ? ORDER BY queue_offset"
-# The columns of QueueColumns: text as UTF-8 bytes.
-_BYTE_COLUMNS = (
-    "queue_offset, CAST(message_id AS BLOB), CAST(transaction_id AS BLOB), CAST(keys AS BLOB), CAST(tags AS BLOB),"
-    " CAST(properties AS BLOB), body, born_timestamp, store_timestamp"
-)
-# What a message takes in a pull: its stored bytes (text counted as UTF-8).
-_SIZE = (
-    "length(body) + length(CAST(message_id AS BLOB)) + length(CAST(transaction_id AS BLOB))"
-    " + length(CAST(keys AS BLOB)) + length(CAST(tags AS BLOB)) + length(CAST(properties AS BLOB))"
-)
-
-
-def _within_budget(
-    conn: sqlite3.Connection, columns: str, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int
-) -> list[Any]:
-    """Rows of ``columns`` (after the row's size, its first value) of the queue from ``offset`` on:
-    at most ``limit``, stopping before the one that would take the total past ``max_bytes``, but
-    at least one if there is one. Rows are stepped one at a time, so no more than one row past
-    the budget is ever loaded."""
-    cursor = conn.execute(f"SELECT {_SIZE}, {columns} {_FROM_QUEUE} LIMIT ?", (topic, queue_id, offset, limit))
-    rows: list[Any] = []
-    total = 0
-    for row in cursor:
-        total += row[0]
-        if rows and total > max_bytes:
-            break
-        rows.append(row)
-    cursor.close()
-    return rows
-
-
-def read_columns_of(
-    conn: sqlite3.Connection, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int
-) -> QueueColumns:
-    """``LogStore.read_columns`` on any read connection to the store's file (bench/pull_split.py
-    reads it from a process of its own)."""
-    rows = _within_budget(conn, _BYTE_COLUMNS, topic, queue_id, offset, limit, max_bytes)
-    return QueueColumns(*(list(zip(*rows, strict=True))[1:] if rows else ((),) * 9))
+from broker.store.sql import INSERT_MESSAGE, MESSAGE_COLUMNS, message_row, row_to_message, rows_in, topic_of
 
 
 class LogStore(StoreBase):
@@ -154,33 +105,6 @@ class LogStore(StoreBase):
             results.append(known)
         conn.executemany(INSERT_MESSAGE, rows)
         return results
-
-    @translated
-    def read(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> list[StoredMessage]:
-        """Messages of the queue from ``offset`` on, in offset order, as many as ``_within_budget`` allows."""
-        rows = _within_budget(self._reader(), MESSAGE_COLUMNS, topic, queue_id, offset, limit, max_bytes)
-        return [row_to_message(row[1:]) for row in rows]
-
-    @translated
-    def read_columns(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> QueueColumns:
-        """``read`` as columns: the same messages, with no object per message."""
-        return read_columns_of(self._reader(), topic, queue_id, offset, limit, max_bytes)
-
-    @translated
-    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
-        """``(min_offset, max_offset)`` of a queue; max is one past the newest message. An empty
-        queue gives (n, n): n is 0, or where retention left it."""
-        # Two subqueries: SQLite answers a lone MIN or MAX from the index, but scans for both together.
-        conn = self._reader()
-        low, high = conn.execute(
-            "SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2),"
-            " (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2)",
-            (topic, queue_id),
-        ).fetchone()
-        if high is None:
-            empty = queue_floor(conn, topic, queue_id)
-            return empty, empty
-        return low, high + 1
 
     def low_offsets(self) -> dict[tuple[str, int], int]:
         """The low offset of every queue of every topic, system topics included."""

@@ -407,10 +407,12 @@ class GetQueueOffsetsRequest(_message.Message):
     def __init__(self, topic: _Optional[str] = ...) -> None: ...
 
 class GetQueueOffsetsResponse(_message.Message):
-    __slots__ = ("queues",)
+    __slots__ = ("queues", "pull_ports")
     QUEUES_FIELD_NUMBER: _ClassVar[int]
+    PULL_PORTS_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedCompositeFieldContainer[QueueOffsets]
-    def __init__(self, queues: _Optional[_Iterable[_Union[QueueOffsets, _Mapping]]] = ...) -> None: ...
+    pull_ports: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueOffsets, _Mapping]]] = ..., pull_ports: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CommitConsumerOffsetRequest(_message.Message):
     __slots__ = ("consumer_group", "topic", "queue_id", "offset")

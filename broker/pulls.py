@@ -1,0 +1,77 @@
+"""Pulls: a queue's messages by offset, as rows or columns, and the queues' offset ranges.
+
+``PullService`` needs only reads of the store's file, so it runs in the broker (as part of
+``MessagingService``) and in a pull process (``broker.pull_process``) alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from broker.errors import InvalidArgument, OffsetOutOfRange
+from broker.model import PULL_BYTES, M, PullBatch, QueueColumns, StoredMessage, Topic, check_data_topic
+from broker.store.reads import QueueReader
+
+MAX_PULL = 1024
+
+
+def _first_offset(messages: list[StoredMessage] | QueueColumns) -> int:
+    return messages.queue_offsets[0] if isinstance(messages, QueueColumns) else messages[0].queue_offset
+
+
+class PullService:
+    """Read real topics' queues by offset; system topics are refused."""
+
+    def __init__(self, reads: QueueReader) -> None:
+        self._reads = reads
+
+    async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[list[StoredMessage]]:
+        """Return up to ``max_messages`` messages of a queue from ``offset`` on, within PULL_BYTES
+        (at least one message, whatever its size).
+
+        Raises InvalidArgument, HiddenTopic or TopicNotFound.
+        """
+        return await self._pull(self._reads.read, topic, queue_id, offset, max_messages)
+
+    async def pull_columns(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[QueueColumns]:
+        """``pull`` as columns: the same messages, the same offsets."""
+        return await self._pull(self._reads.read_columns, topic, queue_id, offset, max_messages)
+
+    async def _pull(
+        self, read: Callable[[str, int, int, int, int], M], topic: str, queue_id: int, offset: int, max_messages: int
+    ) -> PullBatch[M]:
+        self._check_queue(topic, queue_id)
+        if offset < 0:
+            raise InvalidArgument(f"offset must be >= 0, got {offset}")
+        if not 1 <= max_messages <= MAX_PULL:
+            raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
+        messages, (low, high) = await self._reads.query(
+            lambda: (read(topic, queue_id, offset, max_messages, PULL_BYTES), self._reads.queue_range(topic, queue_id))
+        )  # one trip to a reader thread for both, the read first: an empty read below ``low`` lost its messages
+        if (_first_offset(messages) if len(messages) else low) > offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} of {topic}/{queue_id} is below the queue's low offset {low}: retention deleted"
+                f" those messages; pull from {low} on"
+            )
+        # A read returns consecutive offsets, so the last is the first plus the count.
+        next_offset = offset + len(messages)
+        return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
+
+    def topic(self, name: str) -> Topic:
+        """A real topic. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
+        check_data_topic(name)
+        return self._reads.topic(name)
+
+    def queue_count(self, topic: str) -> int:
+        """How many queues a real topic has. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
+        return self.topic(topic).queues
+
+    async def queue_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        """``{queue_id: (min_offset, max_offset)}``, max being one past the newest message."""
+        queues = range(self.queue_count(topic))
+        return await self._reads.query(lambda: {q: self._reads.queue_range(topic, q) for q in queues})
+
+    def _check_queue(self, topic: str, queue_id: int) -> None:
+        queues = self.queue_count(topic)
+        if not 0 <= queue_id < queues:
+            raise InvalidArgument(f"topic {topic!r} has queues 0..{queues - 1}, not {queue_id}")
