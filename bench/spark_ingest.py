@@ -1,19 +1,21 @@
 """Rows per second from the broker into Spark, beside what bounds it, all in one run.
 
-    .venv/bin/python -m bench.spark_ingest --messages 1000000 --body 1024
+    .venv/bin/python -m bench.spark_ingest --messages 1000000 --body 1024 --pull-processes 2
 
 A store of committed 1 KB messages in 4 queues is built through the store's API, a broker
-process serves it, and in the same run:
+process serves it with ``--pull-processes`` pull processes beside it, and in the same run:
 1. the old row pull (``Pull``, fetch 1024) of every message, by one client;
 2. the columnar pull (``PullColumns``, fetch 1024) of every message into Arrow batches, the four
-   queues in parallel (a thread and a channel each), as Spark's tasks read them;
-3. Spark (local[2], Trigger.AvailableNow, noop sink) through the ``halfmq`` source;
+   queues in parallel (a thread and a channel each), as Spark's tasks read them: from the
+   broker's own port, and from the pull processes (the queues spread over them);
+3. Spark (local[2], Trigger.AvailableNow, noop sink) through the ``halfmq`` source, which reads
+   from the pull processes, and through a variant of it that reads from the broker's own port;
 4. the ceiling of any Python source here: the same query over a source with the same partitions
    that yields prebuilt Arrow batches and does no I/O;
 5. Spark reading the same rows from a local Parquet file (written from the columnar pull).
 Spark figures are the best of two runs, run alternately, so JVM warm-up favours none. Then
 transaction traffic on the same broker (bench/txn.py's shared-async shape, 64 in flight): alone,
-and while a Spark ingest of every message runs, with the ratio of the two.
+and while a Spark ingest of every message runs through either way, with the ratios.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from bench.txn import Listener, run_shape, start_broker
 from broker.model import Message
 from broker.store import Flush, Store
 from producer_sdk.columns import ARROW_SCHEMA, record_batch
+from spark_consumer import offsets as off
 from spark_consumer.client import BrokerClient, Connection
 from spark_consumer.options import SourceOptions
-from spark_consumer.source import HalfmqDataSource, HalfmqStreamReader
+from spark_consumer.source import HalfmqDataSource, HalfmqStreamReader, QueueSlice, slices
 
 
 async def fill(path: Path, messages: int, body: bytes, chunk: int = 512) -> None:
@@ -72,13 +75,13 @@ def row_pull(address: str) -> tuple[int, float]:
     return count, time.perf_counter() - began
 
 
-def columnar_pull(address: str, parquet: Path | None = None) -> tuple[int, float]:
+def columnar_pull(address: str, readers: list[str], parquet: Path | None = None) -> tuple[int, float]:
     """Every message as Arrow batches, the queues pulled in parallel (one thread and channel
-    each); with ``parquet``, also written there (not timed then)."""
+    each), spread in turn over ``readers``; with ``parquet``, also written there (not timed then)."""
 
     def pull_queue(queue: int, low: int, high: int) -> list[pa.RecordBatch]:
         batches = []
-        with BrokerClient(Connection(address)) as broker:
+        with BrokerClient(Connection(readers[queue % len(readers)])) as broker:
             offset = low
             while offset < high:
                 reply = broker.pull_columns("bench", queue, offset, 1024)
@@ -98,6 +101,9 @@ def columnar_pull(address: str, parquet: Path | None = None) -> tuple[int, float
 
 
 TXN_SECONDS = 10
+# The Spark runs, alternated: the source through the pull processes, through the broker's port,
+# the no-I/O ceiling, and Parquet.
+SPARK_RUNS = ("halfmq", "halfmq_direct", "halfmq_ceiling", "parquet")
 
 
 class CeilingStreamReader(HalfmqStreamReader):
@@ -114,6 +120,22 @@ class CeilingStreamReader(HalfmqStreamReader):
         )  # fmt: skip
         for at in range(partition.start, partition.end, 1024):
             yield batch.slice(0, min(1024, partition.end - at))
+
+
+class DirectStreamReader(HalfmqStreamReader):
+    """The shipped reader, but every slice reads from the broker's own port."""
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[QueueSlice]:
+        return slices(self._options, off.from_json(start), off.from_json(end), (self._options.connection,))
+
+
+class DirectDataSource(HalfmqDataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "halfmq_direct"
+
+    def streamReader(self, schema: Any) -> DirectStreamReader:
+        return DirectStreamReader(SourceOptions.parse(self.options, streaming=True))
 
 
 class CeilingDataSource(HalfmqDataSource):
@@ -151,13 +173,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--body", type=int, default=1024)
+    parser.add_argument("--pull-processes", type=int, default=2)
     args = parser.parse_args()
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-ingest-"))
     began = time.perf_counter()
     asyncio.run(fill(data, args.messages, os.urandom(args.body)))
     print(f"built a store of {args.messages:,} messages x {args.body} B in {time.perf_counter() - began:.0f}s")
 
-    broker, address = start_broker(data)
+    broker, address = start_broker(data, "--pull-processes", str(args.pull_processes))
+    with BrokerClient(Connection(address)) as client:
+        readers = [connection.broker for connection in client.readers("bench")]
     parquet = data / "bench.parquet"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -168,44 +193,59 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     spark_consumer.register(spark)
     spark.dataSource.register(CeilingDataSource)
+    spark.dataSource.register(DirectDataSource)
+    body = os.urandom(args.body)
     try:
         rows = row_pull(address)
-        columns = columnar_pull(address, parquet)
-        runs: dict[str, list[tuple[int, float]]] = {"halfmq": [], "halfmq_ceiling": [], "parquet": []}
+        columns = columnar_pull(address, [address], parquet)
+        columns_split = columnar_pull(address, readers)
+        runs: dict[str, list[tuple[int, float]]] = {name: [] for name in SPARK_RUNS}
         for _ in range(2):
-            runs["halfmq"].append(spark_ingest(spark, "halfmq", address))
-            runs["halfmq_ceiling"].append(spark_ingest(spark, "halfmq_ceiling", address))
-            runs["parquet"].append(parquet_read(spark, parquet))
+            for name in SPARK_RUNS:
+                run = parquet_read(spark, parquet) if name == "parquet" else spark_ingest(spark, name, address)
+                runs[name].append(run)
         best = {name: min(results, key=lambda r: r[1]) for name, results in runs.items()}
-        txn_alone = run_shape("shared-async", address, 64, TXN_SECONDS, os.urandom(args.body), Listener(0.0))
-        with ThreadPoolExecutor(1) as pool:
-            during = pool.submit(spark_ingest, spark, "halfmq", address)
-            txn_during = run_shape("shared-async", address, 64, TXN_SECONDS, os.urandom(args.body), Listener(0.0))
-            ingest_during = during.result()
+        txn_alone = run_shape("shared-async", address, 64, TXN_SECONDS, body, Listener(0.0))
+        during: dict[str, tuple[dict[str, float], tuple[int, float]]] = {}
+        for source in ("halfmq_direct", "halfmq"):
+            with ThreadPoolExecutor(1) as pool:
+                ingest = pool.submit(spark_ingest, spark, source, address)
+                txn = run_shape("shared-async", address, 64, TXN_SECONDS, body, Listener(0.0))
+                during[source] = txn, ingest.result()
     finally:
         spark.stop()
         broker.terminate()
         broker.wait()
     rate = {}
-    for name, (count, seconds) in (
-        ("old row pull", rows),
-        ("columnar pull", columns),
-        ("Spark via halfmq", best["halfmq"]),
-        ("Spark, no-I/O Python source", best["halfmq_ceiling"]),
-        ("Spark from Parquet", best["parquet"]),
-    ):
-        rate[name] = count / seconds
-        print(f"{name + ':':<30}{count:>10,} rows in {seconds:6.1f}s = {rate[name]:>10,.0f} rows/s")
-    print(
-        f"ratio Spark via halfmq / no-I/O ceiling: {rate['Spark via halfmq'] / rate['Spark, no-I/O Python source']:.2f}"
-    )
-    print(f"ratio Spark via halfmq / Parquet: {rate['Spark via halfmq'] / rate['Spark from Parquet']:.2f}")
-    print(f"ratio columnar pull / old row pull: {rate['columnar pull'] / rate['old row pull']:.2f}")
-    for name, txn in (("alone", txn_alone), ("during a Spark ingest", txn_during)):
+    split = f"from {len(readers)} pull process(es)" if args.pull_processes else "from the broker's port again"
+    source, direct, columnar, columnar_split = (
+        f"Spark via halfmq, {split}", "Spark via halfmq, broker's port", "columnar pull, broker's port",
+        f"columnar pull, {split}",
+    )  # fmt: skip
+    named = {
+        "old row pull": rows,
+        columnar: columns,
+        columnar_split: columns_split,
+        direct: best["halfmq_direct"],
+        source: best["halfmq"],
+        "Spark, no-I/O Python source": best["halfmq_ceiling"],
+        "Spark from Parquet": best["parquet"],
+    }
+    rate = {name: count / seconds for name, (count, seconds) in named.items()}
+    for name, (count, seconds) in named.items():
+        print(f"{name + ':':<50}{count:>10,} rows in {seconds:6.1f}s = {rate[name]:>10,.0f} rows/s")
+    print(f"ratio {source} / no-I/O ceiling: {rate[source] / rate['Spark, no-I/O Python source']:.2f}")
+    print(f"ratio {source} / Parquet: {rate[source] / rate['Spark from Parquet']:.2f}")
+    print(f"ratio {source} / {direct}: {rate[source] / rate[direct]:.2f}")
+    print(f"ratio {columnar_split} / {columnar}: {rate[columnar_split] / rate[columnar]:.2f}")
+    print(f"ratio {columnar} / old row pull: {rate[columnar] / rate['old row pull']:.2f}")
+    latency = f"p50 {txn_alone['p50_ms']:.1f} ms, p99 {txn_alone['p99_ms']:.1f} ms"
+    print(f"transactions alone: {txn_alone['tps']:,.0f} txn/s, {latency}")
+    for name, (txn, (count, seconds)) in during.items():
+        how = "from the broker's port" if name == "halfmq_direct" else split
         latency = f"p50 {txn['p50_ms']:.1f} ms, p99 {txn['p99_ms']:.1f} ms"
-        print(f"transactions {name + ':':<24}{txn['tps']:>8,.0f} txn/s, {latency}")
-    print(f"Spark ingest meanwhile: {ingest_during[0] / ingest_during[1]:,.0f} rows/s")
-    print(f"ratio transactions during ingest / alone: {txn_during['tps'] / txn_alone['tps']:.2f}")
+        print(f"transactions during a Spark ingest {how}: {txn['tps']:,.0f} txn/s, {latency};"
+              f" ratio to alone {txn['tps'] / txn_alone['tps']:.2f}; ingest {count / seconds:,.0f} rows/s")  # fmt: skip
     subprocess.run(["rm", "-rf", str(data)], check=False)
 
 
