@@ -20,6 +20,7 @@ import pytest
 
 from halfmq_testing import free_port
 from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionProducer
+from spark_consumer.client import BrokerClient, Connection
 from tests.processes import consume, official
 from tests.support import Pki, ScriptedListener, wait_until
 
@@ -78,7 +79,7 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
     """The token and the TLS files come from mounted secrets; every port serves TLS; native and
     official RocketMQ 5 clients both work."""
     env, tag = image
-    grpc_port, http_port, rocketmq_port = free_port(), free_port(), free_port()
+    grpc_port, http_port, rocketmq_port, pull_port = free_port(), free_port(), free_port(), free_port()
     secret = tmp_path / "token"
     secret.write_text("s3cret\n")
     secret.chmod(0o644)
@@ -94,6 +95,7 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
             "-e", "HALFMQ_AUTH_TOKEN_FILE=/run/secrets/halfmq-token", "-v", f"{pki.server}:/run/secrets/tls.pem:ro,Z",
             "-e", "HALFMQ_TLS_CERT=/run/secrets/tls.pem", "-e", "HALFMQ_TLS_KEY=/run/secrets/tls.pem",
             "-e", "HALFMQ_TOPICS=orders:4", "-e", "HALFMQ_CHECK_INTERVAL=0.5", "-e", "HALFMQ_TRANSACTION_TIMEOUT=1",
+            "-e", "HALFMQ_PULL_PROCESSES=1", "-e", f"HALFMQ_PULL_PORT={pull_port}",
             tag,
         )  # fmt: skip
         http = f"https://127.0.0.1:{http_port}"
@@ -119,13 +121,16 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
 
         podman(env, "restart", name)
         wait_until(lambda: _safely(healthy), 60)
-        with PullConsumer(group="audit", broker=address, token="s3cret", tls_ca=pki.ca) as consumer:
-            bodies = sorted(
-                m.body
-                for q in consumer.queue_offsets("orders")
-                for m in consumer.pull("orders", queue_id=q, offset=0).messages
-            )
-        assert bodies == [b"c1", b"c2", b"later"]
+        with BrokerClient(Connection(address, pki.ca.read_bytes(), "s3cret")) as client:
+            assert [reader.broker for reader in client.readers("orders")] == [f"127.0.0.1:{pull_port}"]
+        for port in (grpc_port, pull_port):  # the broker, and its pull process with the same TLS and token
+            with PullConsumer(group="audit", broker=f"127.0.0.1:{port}", token="s3cret", tls_ca=pki.ca) as consumer:
+                bodies = sorted(
+                    m.body
+                    for q in consumer.queue_offsets("orders")
+                    for m in consumer.pull("orders", queue_id=q, offset=0).messages
+                )
+            assert bodies == [b"c1", b"c2", b"later"]
 
         # The official RocketMQ 5 client, over TLS, signing with the token: commit, rollback, normal, receive.
         client_env = {**os.environ, "HOME": str(tmp_path / "home"), "RMQ_SK": "s3cret", "RMQ_TLS": "1",
