@@ -10,8 +10,9 @@ process serves it with ``--pull-processes`` pull processes beside it, and in the
    broker's own port, and from the pull processes (the queues spread over them);
 3. Spark (local[2], Trigger.AvailableNow, noop sink) through the ``halfmq`` source, which reads
    from the pull processes, and through a variant of it that reads from the broker's own port;
-4. the ceiling of any Python source here: the same query over a source with the same partitions
-   that yields prebuilt Arrow batches and does no I/O;
+4. the ceilings: the source against a server that reads nothing and answers every pull with one
+   prebuilt reply (the cost of the path from the socket to Spark), and the same query over a
+   source with the same partitions that yields prebuilt Arrow batches and does no I/O at all;
 5. Spark reading the same rows from a local Parquet file (written from the columnar pull).
 Spark figures are the best of two runs, run alternately, so JVM warm-up favours none. Then
 transaction traffic on the same broker (bench/txn.py's shared-async shape, 64 in flight): alone,
@@ -35,9 +36,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.txn import Listener, run_shape, start_broker
+from bench.txn import Listener, run_shape, start, start_broker
 from broker.model import Message
 from broker.store import Flush, Store
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from halfmq_testing import free_port
 from producer_sdk.columns import ARROW_SCHEMA, record_batch
 from spark_consumer import offsets as off
 from spark_consumer.client import BrokerClient, Connection
@@ -102,8 +105,8 @@ def columnar_pull(address: str, readers: list[str], parquet: Path | None = None)
 
 TXN_SECONDS = 10
 # The Spark runs, alternated: the source through the pull processes, through the broker's port,
-# the no-I/O ceiling, and Parquet.
-SPARK_RUNS = ("halfmq", "halfmq_direct", "halfmq_ceiling", "parquet")
+# and from a server that replays one prebuilt reply; the no-I/O ceiling, and Parquet.
+SPARK_RUNS = ("halfmq", "halfmq_direct", "replay", "halfmq_ceiling", "parquet")
 
 
 class CeilingStreamReader(HalfmqStreamReader):
@@ -161,6 +164,19 @@ def spark_ingest(spark: Any, fmt: str, address: str) -> tuple[int, float]:
     return rows, elapsed
 
 
+def start_replay(address: str, data: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """bench._replay_server, answering with the broker's own first reply of queue 0 and its offsets."""
+    with BrokerClient(Connection(address)) as broker:
+        (data / "reply.bin").write_bytes(broker.pull_columns("bench", 0, 0, 1024).SerializeToString())
+        ranges = broker.ranges(("bench",))["bench"]
+    queues = [pb.QueueOffsets(queue_id=q, min_offset=low, max_offset=high) for q, (low, high) in ranges.items()]
+    (data / "offsets.bin").write_bytes(pb.GetQueueOffsetsResponse(queues=queues).SerializeToString())
+    port = free_port()
+    server = start([sys.executable, "-m", "bench._replay_server", str(port), str(data / "reply.bin"),
+                    str(data / "offsets.bin")], "ready")  # fmt: skip
+    return server, f"127.0.0.1:{port}"
+
+
 def parquet_read(spark: Any, path: Path) -> tuple[int, float]:
     began = time.perf_counter()
     frame = spark.read.parquet(str(path))
@@ -200,10 +216,16 @@ def main() -> None:
         columns = columnar_pull(address, [address], parquet)
         columns_split = columnar_pull(address, readers)
         runs: dict[str, list[tuple[int, float]]] = {name: [] for name in SPARK_RUNS}
+        replay_server, replay = start_replay(address, data)
         for _ in range(2):
             for name in SPARK_RUNS:
-                run = parquet_read(spark, parquet) if name == "parquet" else spark_ingest(spark, name, address)
-                runs[name].append(run)
+                if name == "parquet":
+                    runs[name].append(parquet_read(spark, parquet))
+                else:
+                    runs[name].append(
+                        spark_ingest(spark, *(("halfmq", replay) if name == "replay" else (name, address)))
+                    )
+        replay_server.terminate()
         best = {name: min(results, key=lambda r: r[1]) for name, results in runs.items()}
         txn_alone = run_shape("shared-async", address, 64, TXN_SECONDS, body, Listener(0.0))
         during: dict[str, tuple[dict[str, float], tuple[int, float]]] = {}
@@ -228,6 +250,7 @@ def main() -> None:
         columnar_split: columns_split,
         direct: best["halfmq_direct"],
         source: best["halfmq"],
+        "Spark via halfmq, a server replaying one reply": best["replay"],
         "Spark, no-I/O Python source": best["halfmq_ceiling"],
         "Spark from Parquet": best["parquet"],
     }

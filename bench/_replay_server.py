@@ -1,0 +1,43 @@
+"""A gRPC server that answers the Spark source without reading anything: what the path from the
+broker's socket to Spark costs when reads cost nothing (bench/spark_ingest.py's ceiling of the
+transport and the client).
+
+    python -m bench._replay_server PORT REPLY_FILE OFFSETS_FILE
+
+``GetQueueOffsets`` returns the serialised reply in OFFSETS_FILE and every ``PullColumns`` the one
+in REPLY_FILE (a real reply of 1,024 messages taken from the broker), as bytes already serialised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import grpc
+
+
+async def main(port: int, reply: bytes, offsets: bytes) -> None:
+    async def pull_columns(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return reply
+
+    async def queue_offsets(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return offsets
+
+    handler = grpc.method_handlers_generic_handler(
+        "halfmq.v1.Broker",
+        {
+            "PullColumns": grpc.unary_unary_rpc_method_handler(pull_columns),
+            "GetQueueOffsets": grpc.unary_unary_rpc_method_handler(queue_offsets),
+        },
+    )
+    server = grpc.aio.server(options=[("grpc.max_send_message_length", 64 * 1024 * 1024)])
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print("ready", flush=True)
+    await server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]), Path(sys.argv[2]).read_bytes(), Path(sys.argv[3]).read_bytes()))
