@@ -62,7 +62,7 @@ class Broker:
         self._http: HttpServer | None = None
         self._rocketmq: grpc.aio.Server | None = None
         self._http_task: asyncio.Task[None] | None = None
-        self.pull_processes = PullProcesses(settings)
+        self.pull_processes = PullProcesses(settings, on_restart=self.metrics.pull_process_restarted)
 
     async def start(self) -> None:
         """Create the configured topics, start serving gRPC and the periodic check loop."""

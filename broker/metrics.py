@@ -55,6 +55,9 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        self._pull_restarts = Counter(
+            "halfmq_pull_process_restarts", "Pull processes that exited and were started again", registry=self.registry
+        )
         self._batch = Histogram(
             "halfmq_store_group_commit_jobs",
             "Write jobs per group commit",
@@ -103,6 +106,9 @@ class Metrics:
 
     def check(self, outcome: str, count: int = 1) -> None:
         self._checks.labels(outcome=outcome).inc(count)
+
+    def pull_process_restarted(self) -> None:
+        self._pull_restarts.inc()
 
     def group_commit(self, jobs: int, seconds: float) -> None:
         self._batch.observe(jobs)

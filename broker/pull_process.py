@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from broker.config import Settings, load_settings
 from broker.grpc_api import create_server
@@ -38,10 +39,11 @@ STDIN = 0
 
 
 class PullProcesses:
-    """The broker's pull processes, for ``settings``."""
+    """The broker's pull processes, for ``settings``; ``on_restart`` hears of each one restarted."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, on_restart: Callable[[], None]) -> None:
         self._settings = settings
+        self._on_restart = on_restart
         self._processes: list[asyncio.subprocess.Process] = []
         self._watchers: list[asyncio.Task[None]] = []
         self.ports: list[int] = []
@@ -89,6 +91,8 @@ class PullProcesses:
                 self._processes[index], _ = await self._spawn(port)
             except RuntimeError as exc:
                 log.error("%s", exc)
+                continue
+            self._on_restart()
 
     async def _spawn(self, port: int) -> tuple[asyncio.subprocess.Process, int]:
         settings = self._settings

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 
 from broker.config import MAX_PULL_PROCESSES, load_settings
@@ -167,6 +168,7 @@ def test_a_killed_pull_process_is_restarted_on_its_port(pulled, tmp_path):
         offsets = stub(f"127.0.0.1:{port}").GetQueueOffsets
         assert len(offsets(pb.GetQueueOffsetsRequest(topic="orders"), timeout=30, wait_for_ready=True).queues) == 4
     assert pull_ports(pulled) == ports
+    assert "halfmq_pull_process_restarts_total 1.0" in httpx.get(f"{pulled.http}/metrics").text
 
 
 def test_pull_processes_exit_when_the_broker_is_killed(tmp_path):
