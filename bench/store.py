@@ -12,16 +12,25 @@ With ``--gil-busy SHARE`` (0-1), a thread beside the store runs Python code hold
 share of the time, as the broker's event loop does while it serves gRPC: the writer's thread
 then waits for the GIL after each SQLite step it made without it. The batched path runs both
 without and with it, so the figures show what the shared GIL costs the writer.
+
+With ``--writer-process``, the batched path also runs with the store in a process of its own:
+the same batches go to it pickled over a pipe, and its results come back the same way, beside
+the busy thread when ``--gil-busy`` is given. That is the upper bound of a broker whose writer
+runs in its own process (issue 9), IPC included.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import multiprocessing
 import tempfile
 import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from broker.metrics import Metrics
 from broker.model import Message, Resolution, Source, new_transaction_id
@@ -76,6 +85,88 @@ async def run(seconds: float, concurrency: int, body: bytes, flush: Flush, batch
     store.close()
 
 
+def serve_store(pipe: Connection, flush: Flush, max_body_bytes: int) -> None:
+    """The writer process: run each (id, kind, items) request that comes down ``pipe`` on a store
+    of its own, several at a time, and send (id, results) back."""
+
+    async def serve() -> None:
+        store = Store(Path(tempfile.mkdtemp(prefix="halfmq-bench-store-")), flush=flush)
+        await store.create_topic("bench", 4)
+        service = TransactionService(store, max_body_bytes=max_body_bytes, metrics=Metrics())
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+
+        async def handle(request_id: int, kind: str, items: Any) -> None:
+            results = await (service.prepare_many(items) if kind == "prepare" else service.end_many(items))
+            pipe.send((request_id, results))
+
+        def receive() -> None:
+            while (request := pipe.recv()) is not None:
+                loop.call_soon_threadsafe(lambda request=request: loop.create_task(handle(*request)))
+            loop.call_soon_threadsafe(done.set)
+
+        threading.Thread(target=receive, daemon=True).start()
+        await done.wait()
+        pipe.send(("batches", store.write_batches))
+        store.close()
+
+    asyncio.run(serve())
+
+
+async def run_remote(seconds: float, body: bytes, flush: Flush, batch: int, gil_busy: float) -> None:
+    """The batched path of ``run``, with the store in a writer process (``serve_store``)."""
+    stop = threading.Event()
+    if gil_busy:
+        threading.Thread(target=hold_gil, args=(gil_busy, stop), daemon=True).start()
+    ours, theirs = multiprocessing.Pipe()
+    child = multiprocessing.get_context("spawn").Process(target=serve_store, args=(theirs, flush, len(body)))
+    child.start()
+    loop = asyncio.get_running_loop()
+    waiting: dict[int, asyncio.Future[Any]] = {}
+    ids = itertools.count()
+    finished: asyncio.Future[int] = loop.create_future()
+
+    def receive() -> None:
+        while True:
+            request_id, results = ours.recv()
+            if request_id == "batches":
+                loop.call_soon_threadsafe(finished.set_result, results)
+                return
+            loop.call_soon_threadsafe(waiting.pop(request_id).set_result, results)
+
+    threading.Thread(target=receive, daemon=True).start()
+
+    async def call(kind: str, items: Any) -> Any:
+        request_id = next(ids)
+        waiting[request_id] = loop.create_future()
+        ours.send((request_id, kind, items))
+        return await waiting[request_id]
+
+    count = 0
+    stop_at = time.perf_counter() + seconds
+
+    async def batches() -> None:
+        nonlocal count
+        while time.perf_counter() < stop_at:
+            txns = await call(
+                "prepare", [(Message("bench", body, new_transaction_id()), "bench") for _ in range(batch)]
+            )
+            await call("end", [(t.transaction_id, "bench", Resolution.COMMIT, Source.CLIENT) for t in txns])
+            count += batch
+
+    began = time.perf_counter()
+    await asyncio.gather(batches(), batches())
+    elapsed = time.perf_counter() - began
+    ours.send(None)
+    group_commits = await finished
+    child.join()
+    stop.set()
+    how = f"batches of {batch}, two in flight, the store in a writer process fed through a pipe"
+    how += f", a thread holding the GIL {gil_busy:.0%} of the time" if gil_busy else ""
+    print(f"store alone ({flush.value}, {how}): {count / elapsed:.0f} txn/s;"
+          f" {count / group_commits:.1f} transactions per group commit")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5)
@@ -84,12 +175,16 @@ def main() -> None:
     parser.add_argument("--flush", choices=["sync", "async"], default="sync")
     parser.add_argument("--gil-busy", type=float, default=0, help="also run the batched path beside a thread"
                         " holding the GIL this share of the time (0-1)")  # fmt: skip
+    parser.add_argument("--writer-process", action="store_true", help="also run the batched path with the store"
+                        " in a process of its own")  # fmt: skip
     args = parser.parse_args()
     body, flush = b"x" * args.body, Flush(args.flush)
     for batch in (1, args.concurrency):
         asyncio.run(run(args.seconds, args.concurrency, body, flush, batch))
     if args.gil_busy:
         asyncio.run(run(args.seconds, args.concurrency, body, flush, args.concurrency, args.gil_busy))
+    if args.writer_process:
+        asyncio.run(run_remote(args.seconds, body, flush, args.concurrency, args.gil_busy))
 
 
 if __name__ == "__main__":
