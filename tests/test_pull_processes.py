@@ -25,7 +25,7 @@ from producer_sdk import Message, Producer
 from spark_consumer.options import SourceOptions
 from spark_consumer.source import HalfmqBatchReader
 from tests.processes import ROOT, BrokerProcess
-from tests.spark_support import batch_reader
+from tests.spark_support import batch_reader, run_available_now, stream_reader
 from tests.support import BrokerThread, Pki, broker_settings, wait_until
 
 
@@ -211,7 +211,7 @@ def test_bad_pull_process_settings_are_refused(argv, message, capsys):
 
 
 @pytest.mark.spark
-def test_the_spark_source_reads_through_the_pull_processes(spark, pulled):
+def test_the_spark_source_reads_through_the_pull_processes_in_batch_and_streaming_queries(spark, pulled):
     with Producer(broker=pulled.address) as producer:
         producer.send_batch([Message(topic="orders", body=b"spark-%d" % i) for i in range(200)])
     options = SourceOptions.parse({"broker": pulled.address, "topics": "orders"}, streaming=False)
@@ -219,3 +219,5 @@ def test_the_spark_source_reads_through_the_pull_processes(spark, pulled):
     assert planned == {f"127.0.0.1:{port}" for port in pull_ports(pulled)}
     rows = batch_reader(spark, pulled.address).collect()
     assert sorted(row.body for row in rows) == sorted(b"spark-%d" % i for i in range(200))
+    streamed = run_available_now(stream_reader(spark, pulled.address, startingOffsets="earliest"))
+    assert sorted(row.body for _, batch in streamed for row in batch) == sorted(row.body for row in rows)
