@@ -13,6 +13,17 @@ from collections.abc import AsyncIterator
 import grpc
 
 
+async def serve(port: int, service: str, handlers: dict[str, grpc.RpcMethodHandler], **options: int) -> None:
+    """Serve ``handlers`` (raw bytes in and out) as ``service`` on 127.0.0.1:``port`` with channel
+    ``options``, say "ready", and run until killed."""
+    server = grpc.aio.server(options=[(f"grpc.{name}", value) for name, value in options.items()])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    print("ready", flush=True)
+    await server.wait_for_termination()
+
+
 async def main(port: int) -> None:
     async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return request
@@ -21,16 +32,11 @@ async def main(port: int) -> None:
         async for request in requests:
             yield request
 
-    handler = grpc.method_handlers_generic_handler(
+    await serve(
+        port,
         "bench.Echo",
         {"Echo": grpc.unary_unary_rpc_method_handler(echo), "Stream": grpc.stream_stream_rpc_method_handler(stream)},
     )
-    server = grpc.aio.server()
-    server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    await server.start()
-    print("ready", flush=True)
-    await server.wait_for_termination()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import grpc
 
+from bench._echo_server import serve
+
 
 async def main(port: int, reply: bytes, offsets: bytes) -> None:
     async def pull_columns(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
@@ -24,19 +26,15 @@ async def main(port: int, reply: bytes, offsets: bytes) -> None:
     async def queue_offsets(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return offsets
 
-    handler = grpc.method_handlers_generic_handler(
+    await serve(
+        port,
         "halfmq.v1.Broker",
         {
             "PullColumns": grpc.unary_unary_rpc_method_handler(pull_columns),
             "GetQueueOffsets": grpc.unary_unary_rpc_method_handler(queue_offsets),
         },
+        max_send_message_length=64 * 1024 * 1024,
     )
-    server = grpc.aio.server(options=[("grpc.max_send_message_length", 64 * 1024 * 1024)])
-    server.add_generic_rpc_handlers((handler,))
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    await server.start()
-    print("ready", flush=True)
-    await server.wait_for_termination()
 
 
 if __name__ == "__main__":
