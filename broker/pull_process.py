@@ -27,6 +27,7 @@ from broker.config import Settings, load_settings
 from broker.grpc_api import create_server
 from broker.grpc_api.pulls import PullServicer
 from broker.pulls import PullService
+from broker.ratelog import RateLimitedLog
 from broker.store.base import DB_FILE
 from broker.store.reads import ReadOnlyStore
 
@@ -46,6 +47,7 @@ class PullProcesses:
         self._on_restart = on_restart
         self._processes: list[asyncio.subprocess.Process] = []
         self._watchers: list[asyncio.Task[None]] = []
+        self._log = RateLimitedLog(log)  # a port taken for good must not flood the log, one try a second
         self.ports: list[int] = []
 
     async def start(self) -> list[int]:
@@ -85,12 +87,12 @@ class PullProcesses:
         port = self.ports[index]
         while True:
             code = await self._processes[index].wait()
-            log.warning("pull process on port %d exited with %s; restarting it in %.0f s", port, code, RESTART_DELAY)
+            self._log.warning(f"exit {port}", "pull process on port %d exited with %s; restarting it", port, code)
             await asyncio.sleep(RESTART_DELAY)
             try:
                 self._processes[index], _ = await self._spawn(port)
             except RuntimeError as exc:
-                log.error("%s", exc)
+                self._log.warning(f"restart {port}", "%s", exc)
                 continue
             self._on_restart()
 
@@ -113,6 +115,10 @@ class PullProcesses:
             line = await asyncio.wait_for(process.stdout.readline(), START_TIMEOUT)
         except TimeoutError:
             line = b""
+        except asyncio.CancelledError:  # the broker is stopping: this one must not outlive it
+            process.kill()
+            await process.wait()
+            raise
         if not line.startswith(b"ready "):
             if process.returncode is None:
                 process.kill()

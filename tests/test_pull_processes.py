@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,7 +169,39 @@ def test_a_killed_pull_process_is_restarted_on_its_port(pulled, tmp_path):
         offsets = stub(f"127.0.0.1:{port}").GetQueueOffsets
         assert len(offsets(pb.GetQueueOffsetsRequest(topic="orders"), timeout=30, wait_for_ready=True).queues) == 4
     assert pull_ports(pulled) == ports
-    assert "halfmq_pull_process_restarts_total 1.0" in httpx.get(f"{pulled.http}/metrics").text
+    assert restarts(pulled) == 1
+
+
+def test_a_pull_process_whose_port_is_taken_meanwhile_is_restarted_once_it_is_free(tmp_path):
+    broker = BrokerThread(broker_settings(tmp_path / "data", pull_processes=1))
+    try:
+        (port,) = pull_ports(broker)
+        (victim,) = pull_pids(tmp_path / "data")
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: not listening(port), timeout=10)
+        with socket.socket() as taken:
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            taken.bind(("127.0.0.1", port))  # before the broker's restart, RESTART_DELAY after the exit
+            taken.listen()
+            time.sleep(3)  # a few restarts, each refused the port
+            assert restarts(broker) == 0
+            assert broker.broker.pull_processes.ports == [port]
+        offsets = stub(f"127.0.0.1:{port}").GetQueueOffsets
+        assert len(offsets(pb.GetQueueOffsetsRequest(topic="orders"), timeout=30, wait_for_ready=True).queues) == 4
+        wait_until(lambda: restarts(broker) == 1, timeout=10)
+    finally:
+        broker.stop()
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def restarts(broker: BrokerThread) -> float:
+    """halfmq_pull_process_restarts_total, as the broker's /metrics says it."""
+    lines = httpx.get(f"{broker.http}/metrics").text.splitlines()
+    return float(next(line for line in lines if line.startswith("halfmq_pull_process_restarts_total")).split()[1])
 
 
 def test_pull_processes_exit_when_the_broker_is_killed(tmp_path):
