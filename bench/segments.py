@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sqlite3
 import tempfile
 import time
@@ -142,6 +143,7 @@ def main() -> None:
         count = len(starts) * FETCH
         print(f"{'segments shipped whole':>24}: {elapsed / count * 1e6:5.2f} µs per message, {count / elapsed:>10,.0f}"
               " messages/s")  # fmt: skip
+    shutil.rmtree(data)
 
 
 if __name__ == "__main__":
