@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from broker.config import MAX_PULL_PROCESSES, load_settings
-from broker.model import HALF_TOPIC
+from broker.model import HALF_TOPIC, Topic
 from broker.tls import TlsFiles
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
@@ -27,7 +27,7 @@ from spark_consumer.options import SourceOptions
 from spark_consumer.source import HalfmqBatchReader
 from tests.processes import ROOT, BrokerProcess
 from tests.spark_support import batch_reader, run_available_now, stream_reader
-from tests.support import BrokerThread, Pki, broker_settings, wait_until
+from tests.support import BrokerThread, FakeClock, Pki, broker_settings, wait_until
 
 
 @pytest.fixture
@@ -113,6 +113,32 @@ def test_a_pull_process_refuses_what_the_broker_refuses_with_the_same_status(pul
     assert isinstance(refused, tuple) and refused[0] != grpc.StatusCode.OK
     assert answers(other.PullColumns, request_) == refused
     assert answers(other.Pull, request_) == answers(main.Pull, request_)
+
+
+def test_a_pull_process_answers_as_the_broker_does_after_retention_deleted_messages(tmp_path):
+    clock = FakeClock()
+    settings = broker_settings(tmp_path / "data", topics=(Topic("orders", 1),), retention=60, pull_processes=1)
+    broker = BrokerThread(settings, clock)
+    try:
+        main = stub(broker.address)
+        other = stub(f"127.0.0.1:{pull_ports(broker)[0]}")
+        with Producer(broker=broker.address) as producer:
+            producer.send_batch([Message(topic="orders", body=b"old-%d" % i) for i in range(10)])
+            clock.advance(61)
+            assert broker.run(broker.broker.retention.sweep()).messages == 10
+            request = pb.GetQueueOffsetsRequest(topic="orders")
+            (emptied,) = main.GetQueueOffsets(request).queues
+            assert (emptied.min_offset, emptied.max_offset) == (10, 10)  # the queue's floor, from queue_floors
+            assert list(other.GetQueueOffsets(request).queues) == [emptied]
+            producer.send_batch([Message(topic="orders", body=b"new-%d" % i) for i in range(3)])
+        for offset in (0, 9, 10, 12, 13):
+            request = pb.PullRequest(topic="orders", queue_id=0, offset=offset, max_messages=5)
+            assert answers(other.Pull, request) == answers(main.Pull, request)
+            assert answers(other.PullColumns, request) == answers(main.PullColumns, request)
+        code, _ = answers(other.PullColumns, pb.PullRequest(topic="orders", queue_id=0, offset=0, max_messages=5))
+        assert code == grpc.StatusCode.OUT_OF_RANGE
+    finally:
+        broker.stop()
 
 
 def test_a_pull_process_serves_nothing_but_pulls(pulled):
