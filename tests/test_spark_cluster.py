@@ -1,6 +1,7 @@
 """The example exactly-once job on a real Spark standalone cluster (issue 10): a master and two
 workers on loopback, started with the pyspark package's own ``spark-class``, so executors run in
-their own JVMs and Python workers, and reach the broker over gRPC like any remote client."""
+their own JVMs and Python workers, and reach the broker over gRPC like any remote client: its
+pull processes, at the ports it advertises."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pyspark
 import pytest
 
 from halfmq_testing import free_port
-from tests.support import wait_until
+from tests.support import BrokerThread, broker_settings, wait_until
 from tests.test_spark_exactly_once import amounts, send_orders
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -33,6 +34,14 @@ def spark_env() -> dict[str, str]:
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[BrokerThread]:
+    """A broker with two pull processes, which the job's executors read from."""
+    running = BrokerThread(broker_settings(tmp_path / "data", pull_processes=2))
+    yield running
+    running.stop()
 
 
 def alive_workers(ui: str) -> int:
