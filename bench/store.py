@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import itertools
 import multiprocessing
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,28 @@ def hold_gil(share: float, stop: threading.Event) -> None:
         time.sleep(0.0005 * (1 - share))
 
 
+async def batched(
+    prepare_many: Callable[[list[Any]], Awaitable[list[Any]]],
+    end_many: Callable[[list[Any]], Awaitable[list[Any]]],
+    batch: int,
+    body: bytes,
+    stop_at: float,
+) -> int:
+    """The batched path: two batches of ``batch`` transactions in flight, each prepared then
+    committed, until ``stop_at``; how many transactions were committed."""
+    count = 0
+
+    async def batches() -> None:
+        nonlocal count
+        while time.perf_counter() < stop_at:
+            txns = await prepare_many([(Message("bench", body, new_transaction_id()), "bench") for _ in range(batch)])
+            await end_many([(t.transaction_id, "bench", Resolution.COMMIT, Source.CLIENT) for t in txns])
+            count += batch
+
+    await asyncio.gather(batches(), batches())
+    return count
+
+
 async def run(seconds: float, concurrency: int, body: bytes, flush: Flush, batch: int, gil_busy: float = 0) -> None:
     stop = threading.Event()
     if gil_busy:
@@ -64,18 +88,11 @@ async def run(seconds: float, concurrency: int, body: bytes, flush: Flush, batch
             await service.end(txn.transaction_id, "bench", Resolution.COMMIT, Source.CLIENT)
             count += 1
 
-    async def batches() -> None:
-        nonlocal count
-        while time.perf_counter() < stop_at:
-            messages = [(Message("bench", body, new_transaction_id()), "bench") for _ in range(batch)]
-            txns = await service.prepare_many(messages)
-            ends = [(t.transaction_id, "bench", Resolution.COMMIT, Source.CLIENT) for t in txns]  # type: ignore[union-attr]
-            await service.end_many(ends)
-            count += batch
-
     began = time.perf_counter()
-    workers = [one_at_a_time() for _ in range(concurrency)] if batch == 1 else [batches(), batches()]
-    await asyncio.gather(*workers)
+    if batch == 1:
+        await asyncio.gather(*(one_at_a_time() for _ in range(concurrency)))
+    else:
+        count = await batched(service.prepare_many, service.end_many, batch, body, stop_at)
     elapsed = time.perf_counter() - began
     stop.set()
     how = f"{concurrency} tasks, one at a time" if batch == 1 else f"batches of {batch}, two in flight"
@@ -142,20 +159,10 @@ async def run_remote(seconds: float, body: bytes, flush: Flush, batch: int, gil_
         ours.send((request_id, kind, items))
         return await waiting[request_id]
 
-    count = 0
-    stop_at = time.perf_counter() + seconds
-
-    async def batches() -> None:
-        nonlocal count
-        while time.perf_counter() < stop_at:
-            txns = await call(
-                "prepare", [(Message("bench", body, new_transaction_id()), "bench") for _ in range(batch)]
-            )
-            await call("end", [(t.transaction_id, "bench", Resolution.COMMIT, Source.CLIENT) for t in txns])
-            count += batch
-
     began = time.perf_counter()
-    await asyncio.gather(batches(), batches())
+    count = await batched(
+        functools.partial(call, "prepare"), functools.partial(call, "end"), batch, body, began + seconds
+    )
     elapsed = time.perf_counter() - began
     ours.send(None)
     group_commits = await finished
