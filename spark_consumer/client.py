@@ -49,20 +49,24 @@ class BrokerClient:
 
     def ranges(self, topics: tuple[str, ...]) -> Ranges:
         """``{topic: {queue: (min, max)}}``; raises TopicNotFound, HiddenTopic, BrokerUnavailable."""
-        result = {}
-        for topic in topics:
-            reply = self._call(self._stub.GetQueueOffsets, pb.GetQueueOffsetsRequest(topic=topic))
-            result[topic] = {q.queue_id: (q.min_offset, q.max_offset) for q in reply.queues}
-        return result
+        return self.offsets(topics)[0]
 
     def readers(self, topic: str) -> tuple[Connection, ...]:
-        """Where pulls should go: the broker's pull processes when it runs any (on its host, with
-        the same TLS and token), else the broker itself. Asks the broker with ``topic``'s offsets."""
-        reply = self._call(self._stub.GetQueueOffsets, pb.GetQueueOffsetsRequest(topic=topic))
+        """Where pulls should go (see ``offsets``), asked with ``topic``'s offsets."""
+        return self.offsets((topic,))[1]
+
+    def offsets(self, topics: tuple[str, ...]) -> tuple[Ranges, tuple[Connection, ...]]:
+        """``ranges``, and where pulls should go: the broker's pull processes when it runs any (on
+        its host, with the same TLS and token), else the broker itself; from the same replies."""
+        ranges: dict[str, dict[int, tuple[int, int]]] = {}
+        ports: tuple[int, ...] = ()
+        for topic in topics:
+            reply = self._call(self._stub.GetQueueOffsets, pb.GetQueueOffsetsRequest(topic=topic))
+            ranges[topic] = {q.queue_id: (q.min_offset, q.max_offset) for q in reply.queues}
+            ports = tuple(reply.pull_ports)
         host = self._connection.broker.rsplit(":", 1)[0]
-        return tuple(replace(self._connection, broker=f"{host}:{port}") for port in reply.pull_ports) or (
-            self._connection,
-        )
+        readers = tuple(replace(self._connection, broker=f"{host}:{port}") for port in ports)
+        return ranges, readers or (self._connection,)
 
     def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> pb.PullResponse:
         request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)

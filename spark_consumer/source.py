@@ -108,8 +108,7 @@ class HalfmqBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
         with BrokerClient(options.connection) as broker:
-            ranges = broker.ranges(options.topics)
-            self._readers = broker.readers(options.topics[0])
+            ranges, self._readers = broker.offsets(options.topics)
         self._start = off.check_available(
             off.resolve("startingOffsets", options.starting, ranges), ranges, options.fail_on_data_loss
         )
