@@ -12,12 +12,14 @@ from broker.clock import Clock, system_clock
 from broker.config import Settings
 from broker.controls import ControlledClock, TestControls
 from broker.grpc_api import create_server
+from broker.grpc_api.convert import segment_to_pb
 from broker.grpc_api.servicer import BrokerServicer
 from broker.http_api import AdminContext, create_app
 from broker.http_api import create_server as create_http_server
 from broker.http_api.app import HttpServer
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
+from broker.packer import Packer
 from broker.pull_process import PullProcesses
 from broker.retention import RetentionService
 from broker.store import Store
@@ -56,6 +58,7 @@ class Broker:
         self.checks = CheckService(
             self.store, self.transactions, self.registry, settings.check_policy, metrics=self.metrics, clock=self.clock
         )
+        self.packer = Packer(self.store, segment_to_pb, metrics=self.metrics)
         self.retention = RetentionService(self.store, settings.retention_policy, metrics=self.metrics, clock=self.clock)
         self.controls = None if controlled is None else TestControls(controlled, self.store, self.checks, self.registry)
         self._server: grpc.aio.Server | None = None
@@ -106,6 +109,10 @@ class Broker:
         checks = self.checks.run if self.controls is None else self.controls.run_checks
         self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
         self._tasks.append(asyncio.create_task(self.retention.run()))
+        if self.settings.segments:
+            self._tasks.append(asyncio.create_task(self.packer.run()))
+        else:
+            await self.store.query(self.store.drop_segments)
         log.info(
             "halfmq broker serving gRPC on %s:%d and HTTP on %s:%d%s, store %s%s",
             self.settings.host, self.grpc_port, self.settings.host, self.http_port,

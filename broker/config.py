@@ -31,6 +31,7 @@ class Settings:
     rocketmq_port: int = 8081
     pull_processes: int = 0
     pull_port: int = 0
+    segments: bool = True
     check_interval: float = 30.0
     transaction_timeout: float = 6.0
     check_max: int = 5
@@ -79,6 +80,12 @@ def _positive(kind: type[int] | type[float], *, zero: bool = False) -> Callable[
     return convert
 
 
+def _on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"must be on or off, got {text!r}")
+    return text == "on"
+
+
 _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("data_dir", Path, "directory of the SQLite store"),
     ("host", str, "address to bind (default 127.0.0.1)"),
@@ -91,6 +98,12 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
         "processes serving pulls beside the broker, each on its own port, advertised to clients (default 0: none)",
     ),
     ("pull_port", _positive(int, zero=True), "first pull process's port, the next ones follow (default 0: any free)"),
+    (
+        "segments",
+        _on_off,
+        "on: keep committed messages also packed, a pull's worth per segment, for fast pulls (up to twice the"
+        " disk of committed topics); off: rows only (default on)",
+    ),
     ("check_interval", _positive(float), "seconds between check rounds (default 30)"),
     ("transaction_timeout", _positive(float), "seconds before an unresolved half message is checked (default 6)"),
     ("check_max", _positive(int), "checks before a half message is discarded (default 5)"),

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import HalfmqError, InvalidArgument
 from broker.model import (
+    MAX_PULL,
     MAX_QUEUES,
     MAX_RETENTION,
     PULL_BYTES,
@@ -20,7 +21,7 @@ from broker.model import (
     merged,
     queue_for,
 )
-from broker.pulls import MAX_PULL, PullService
+from broker.pulls import PullService
 from broker.store import Store
 from broker.store.deliveries import Delivery
 

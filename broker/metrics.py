@@ -58,6 +58,9 @@ class Metrics:
         self._pull_restarts = Counter(
             "halfmq_pull_process_restarts", "Pull processes that exited and were started again", registry=self.registry
         )
+        self._packed = Counter(
+            "halfmq_packed_messages", "Committed messages packed into segments for pulls", registry=self.registry
+        )
         self._batch = Histogram(
             "halfmq_store_group_commit_jobs",
             "Write jobs per group commit",
@@ -109,6 +112,9 @@ class Metrics:
 
     def pull_process_restarted(self) -> None:
         self._pull_restarts.inc()
+
+    def packed(self, messages: int) -> None:
+        self._packed.inc(messages)
 
     def group_commit(self, jobs: int, seconds: float) -> None:
         self._batch.observe(jobs)

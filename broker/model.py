@@ -38,6 +38,7 @@ MAX_RETENTION = 100 * 365 * 86400.0  # seconds: a century; longer is a mistake (
 MAX_WIRE_BYTES = 64 * 1024 * 1024
 WIRE_ENVELOPE_BYTES = 1024 * 1024
 PULL_BYTES = 16 * 1024 * 1024
+MAX_PULL = 1024  # messages in one pull
 # Like RocketMQ 5's proxy: at most 128 user properties, 16 KiB of them; keys are few and short.
 MAX_PROPERTIES = 128
 MAX_PROPERTIES_BYTES = 16 * 1024
@@ -98,7 +99,20 @@ class QueueColumns:
         return len(self.queue_offsets)
 
 
-M = TypeVar("M", list[StoredMessage], QueueColumns)
+@dataclass(frozen=True)
+class Packed:
+    """Consecutive messages of one queue from ``first_offset`` on, ``count`` of them, in the form
+    the front end that serves them packed them in (``broker.store.segments``)."""
+
+    data: bytes
+    first_offset: int
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+
+M = TypeVar("M", list[StoredMessage], QueueColumns, QueueColumns | Packed)
 
 
 @dataclass(frozen=True)

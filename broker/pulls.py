@@ -9,13 +9,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from broker.errors import InvalidArgument, OffsetOutOfRange
-from broker.model import PULL_BYTES, M, PullBatch, QueueColumns, StoredMessage, Topic, check_data_topic
+from broker.model import (
+    MAX_PULL,
+    PULL_BYTES,
+    M,
+    Packed,
+    PullBatch,
+    QueueColumns,
+    StoredMessage,
+    Topic,
+    check_data_topic,
+)
 from broker.store.reads import QueueReader
 
-MAX_PULL = 1024
 
-
-def _first_offset(messages: list[StoredMessage] | QueueColumns) -> int:
+def _first_offset(messages: list[StoredMessage] | QueueColumns | Packed) -> int:
+    if isinstance(messages, Packed):
+        return messages.first_offset
     return messages.queue_offsets[0] if isinstance(messages, QueueColumns) else messages[0].queue_offset
 
 
@@ -33,9 +43,13 @@ class PullService:
         """
         return await self._pull(self._reads.read, topic, queue_id, offset, max_messages)
 
-    async def pull_columns(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[QueueColumns]:
-        """``pull`` as columns: the same messages, the same offsets."""
-        return await self._pull(self._reads.read_columns, topic, queue_id, offset, max_messages)
+    async def pull_columns(
+        self, topic: str, queue_id: int, offset: int, max_messages: int
+    ) -> PullBatch[QueueColumns | Packed]:
+        """``pull`` as columns, or as the packed segment that holds exactly those messages. From
+        inside a segment, the messages up to its end only (fewer than ``pull`` may return), so
+        the next pull starts where a segment does."""
+        return await self._pull(self._reads.read_packed, topic, queue_id, offset, max_messages)
 
     async def _pull(
         self, read: Callable[[str, int, int, int, int], M], topic: str, queue_id: int, offset: int, max_messages: int
@@ -48,7 +62,8 @@ class PullService:
         messages, (low, high) = await self._reads.query(
             lambda: (read(topic, queue_id, offset, max_messages, PULL_BYTES), self._reads.queue_range(topic, queue_id))
         )  # one trip to a reader thread for both, the read first: an empty read below ``low`` lost its messages
-        if (_first_offset(messages) if len(messages) else low) > offset:
+        # A segment outlives the rows retention deleted from its front.
+        if (_first_offset(messages) if len(messages) else low) > offset or offset < low:
             raise OffsetOutOfRange(
                 f"offset {offset} of {topic}/{queue_id} is below the queue's low offset {low}: retention deleted"
                 f" those messages; pull from {low} on"

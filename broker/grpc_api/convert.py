@@ -11,6 +11,7 @@ from broker.errors import InvalidArgument
 from broker.model import (
     EndResult,
     Message,
+    Packed,
     PullBatch,
     QueueColumns,
     Resolution,
@@ -89,6 +90,20 @@ def columns_to_pb(batch: PullBatch[QueueColumns]) -> pb.PullColumnsResponse:
             column.offsets = _little_endian(accumulate(map(len, values), initial=0), "i")
             column.data = b"".join(values)
     return reply
+
+
+def segment_to_pb(columns: QueueColumns, next_offset: int) -> bytes:
+    """A packed segment (``broker.store.segments``): the ``PullColumnsResponse`` a pull starting at
+    its first message sends, serialised, with no queue range; ``packed_reply`` appends that."""
+    segment: bytes = columns_to_pb(PullBatch(columns, next_offset, 0, 0)).SerializeToString()
+    return segment
+
+
+def packed_reply(segment: Packed, min_offset: int, max_offset: int) -> bytes:
+    """A ``PullColumnsResponse`` of a stored segment, serialised: the segment as stored, then the
+    queue's range. Protobuf reads a later field over an earlier one, and the segment has none."""
+    queue_range: bytes = pb.PullColumnsResponse(min_offset=min_offset, max_offset=max_offset).SerializeToString()
+    return segment.data + queue_range
 
 
 def _little_endian(values: Iterable[int], typecode: str) -> bytes:

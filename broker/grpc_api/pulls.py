@@ -6,8 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from broker.grpc_api.convert import columns_to_pb, stored_to_pb
+import grpc
+
+from broker.grpc_api.convert import columns_to_pb, packed_reply, stored_to_pb
 from broker.grpc_api.status import translate_errors
+from broker.model import Packed, PullBatch
 from broker.pulls import PullService
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
@@ -32,10 +35,15 @@ class PullServicer(pb_grpc.BrokerServicer):
         )
 
     @translate_errors
-    async def PullColumns(self, request: pb.PullRequest, context: Any) -> pb.PullColumnsResponse:
-        return columns_to_pb(
-            await self._pulls.pull_columns(request.topic, request.queue_id, request.offset, request.max_messages)
-        )
+    async def PullColumns(self, request: pb.PullRequest, context: Any) -> bytes:
+        """The reply serialised: a packed segment goes out as it is stored (``add_pull_handlers``)."""
+        batch = await self._pulls.pull_columns(request.topic, request.queue_id, request.offset, request.max_messages)
+        if isinstance(batch.messages, Packed):
+            return packed_reply(batch.messages, batch.min_offset, batch.max_offset)
+        reply: bytes = columns_to_pb(
+            PullBatch(batch.messages, batch.next_offset, batch.min_offset, batch.max_offset)
+        ).SerializeToString()
+        return reply
 
     @translate_errors
     async def GetQueueOffsets(self, request: pb.GetQueueOffsetsRequest, context: Any) -> pb.GetQueueOffsetsResponse:
@@ -44,3 +52,20 @@ class PullServicer(pb_grpc.BrokerServicer):
             queues=[pb.QueueOffsets(queue_id=q, min_offset=lo, max_offset=hi) for q, (lo, hi) in offsets.items()],
             pull_ports=self._pull_ports,
         )
+
+
+def add_pull_handlers(servicer: PullServicer, server: grpc.aio.Server) -> None:
+    """Serve ``servicer`` on ``server``; PullColumns' replies, already serialised, go out as they are."""
+    pb_grpc.add_BrokerServicer_to_server(servicer, server)
+    server.add_registered_method_handlers(  # the later registration of a method wins
+        "halfmq.v1.Broker",
+        {
+            "PullColumns": grpc.unary_unary_rpc_method_handler(
+                servicer.PullColumns, request_deserializer=pb.PullRequest.FromString, response_serializer=_as_is
+            )
+        },
+    )
+
+
+def _as_is(reply: bytes) -> bytes:
+    return reply

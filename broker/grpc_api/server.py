@@ -7,10 +7,9 @@ import grpc
 from broker.controls import Faults
 from broker.grpc_api.auth import token_interceptor
 from broker.grpc_api.faults import FaultInterceptor
-from broker.grpc_api.pulls import PullServicer
+from broker.grpc_api.pulls import PullServicer, add_pull_handlers
 from broker.model import MAX_WIRE_BYTES
 from broker.tls import TlsFiles, bind
-from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 
 # Bodies up to the broker's own limit must reach the validation that names it.
 TRANSPORT_LIMIT = MAX_WIRE_BYTES
@@ -49,5 +48,5 @@ def create_server(
             *KEEPALIVE_OPTIONS,
         ],
     )
-    pb_grpc.add_BrokerServicer_to_server(servicer, server)
+    add_pull_handlers(servicer, server)
     return server, bind(server, address, tls)

@@ -14,6 +14,7 @@ from broker.model import SYSTEM_TOPICS
 from broker.store.lock import lock_data_dir
 from broker.store.migrate import bring_up_to_date
 from broker.store.reads import QueueReader
+from broker.store.segments import SEGMENTS_FILE, attach, create
 from broker.store.sql import Flush, QueueTails, connect, topic_of
 from broker.store.writer import GroupCommitWriter
 
@@ -39,6 +40,7 @@ class StoreBase(QueueReader):
         self._tails = QueueTails(write_conn)
         self._writer = GroupCommitWriter(write_conn, on_commit=on_commit, on_undo=self._tails.reload)
         self._write_conn = write_conn
+        self._segments_conn = create(data_dir / SEGMENTS_FILE)
         # Topics are read on every send and change only through create_topic: keep them in memory.
         self._topics = {
             name: topic_of(name, queues, retention_ms)
@@ -50,6 +52,7 @@ class StoreBase(QueueReader):
         self._writer.close()
         self.close_readers()
         self._write_conn.close()
+        self._segments_conn.close()
         self._lock.close()
 
     @property
@@ -62,4 +65,6 @@ class StoreBase(QueueReader):
         await self._writer.run(lambda conn: None)
 
     def _open_reader(self) -> sqlite3.Connection:
-        return connect(self.path, self._flush)
+        conn = connect(self.path, self._flush)
+        attach(conn, self.path, read_only=False)
+        return conn

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from broker.errors import BrokerClosed, TopicNotFound
-from broker.model import QueueColumns, StoredMessage, Topic
+from broker.model import Packed, QueueColumns, StoredMessage, Topic
+from broker.store.segments import attach, packed_at
 from broker.store.sql import MESSAGE_COLUMNS, queue_floor, row_to_message, topic_of, translated
 
 READER_THREADS = 4
@@ -65,6 +66,21 @@ def read_columns_of(
     """``QueueReader.read_columns`` on any read connection to the store's file."""
     rows = _within_budget(conn, _BYTE_COLUMNS, topic, queue_id, offset, limit, max_bytes)
     return QueueColumns(*(list(zip(*rows, strict=True))[1:] if rows else ((),) * 9))
+
+
+def queue_range_of(conn: sqlite3.Connection, topic: str, queue_id: int) -> tuple[int, int]:
+    """``(min_offset, max_offset)`` of a queue; max is one past the newest message. An empty
+    queue gives (n, n): n is 0, or where retention left it."""
+    # Two subqueries: SQLite answers a lone MIN or MAX from the index, but scans for both together.
+    low, high = conn.execute(
+        "SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2),"
+        " (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2)",
+        (topic, queue_id),
+    ).fetchone()
+    if high is None:
+        empty = queue_floor(conn, topic, queue_id)
+        return empty, empty
+    return low, high + 1
 
 
 class QueueReader(ABC):
@@ -127,20 +143,20 @@ class QueueReader(ABC):
         return read_columns_of(self._reader(), topic, queue_id, offset, limit, max_bytes)
 
     @translated
-    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
-        """``(min_offset, max_offset)`` of a queue; max is one past the newest message. An empty
-        queue gives (n, n): n is 0, or where retention left it."""
-        # Two subqueries: SQLite answers a lone MIN or MAX from the index, but scans for both together.
+    def read_packed(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> QueueColumns | Packed:
+        """``read_columns``, or the packed segment that holds exactly those messages
+        (``broker.store.segments``); inside a segment, the rows up to its end."""
         conn = self._reader()
-        low, high = conn.execute(
-            "SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2),"
-            " (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2)",
-            (topic, queue_id),
-        ).fetchone()
-        if high is None:
-            empty = queue_floor(conn, topic, queue_id)
-            return empty, empty
-        return low, high + 1
+        packed = packed_at(conn, topic, queue_id, offset, limit)
+        if isinstance(packed, Packed):
+            return packed
+        return read_columns_of(conn, topic, queue_id, offset, limit if packed is None else min(limit, packed - offset),
+                               max_bytes)  # fmt: skip
+
+    @translated
+    def queue_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """``queue_range_of`` on this thread's connection."""
+        return queue_range_of(self._reader(), topic, queue_id)
 
 
 class ReadOnlyStore(QueueReader):
@@ -166,4 +182,5 @@ class ReadOnlyStore(QueueReader):
     def _open_reader(self) -> sqlite3.Connection:
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=5000")
+        attach(conn, self.path, read_only=True)
         return conn

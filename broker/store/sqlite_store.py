@@ -2,8 +2,9 @@
 
 ``Store`` is one object over one SQLite file, put together from one part per idea: ``logs``
 (topics and queue logs), ``transactions`` (half messages, resolutions, checks), ``batches``
-(two-phase batches of them), ``offsets`` (consumer progress) and ``retention`` (deletion by
-age), over ``base`` (the file, its writer and its readers).
+(two-phase batches of them), ``offsets`` (consumer progress), ``retention`` (deletion by age)
+and ``packing`` (committed messages packed for pulls, in a file of their own), over ``base``
+(the file, its writer and its readers).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from broker.store.base import DB_FILE
 from broker.store.batches import BatchStore
 from broker.store.logs import LogStore
 from broker.store.offsets import OffsetStore
+from broker.store.packing import SegmentStore
 from broker.store.retention import RetentionStore
 
 __all__ = ["DB_FILE", "Store"]
 
 
-class Store(LogStore, BatchStore, OffsetStore, RetentionStore):
+class Store(LogStore, BatchStore, OffsetStore, RetentionStore, SegmentStore):
     """The broker's durable state in one SQLite file under ``data_dir``."""

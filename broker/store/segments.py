@@ -1,0 +1,90 @@
+"""Packed segments: the committed messages of real topics kept a second time, in runs of up to a
+pull's worth (MAX_PULL messages within PULL_BYTES), each already in the form a pull sends.
+
+A pull that starts where a segment starts and asks for at least as many messages as it holds is
+answered with the segment's bytes as they are stored, as Kafka ships record batches: no row is
+stepped and no value is made per message. A pull that starts inside a segment reads rows up to
+the segment's end, so the next pull starts on a boundary. The queue's tail, not yet a whole
+segment, is read as rows.
+
+Segments live in their own file beside the store (``SEGMENTS_FILE``), attached to every reader
+connection as ``segments``. They are derived: the broker packs them after the rows are committed
+(``broker.store.packing``, on a reader thread, never on the writer), deletes them once retention
+has passed them, and a deleted file is packed again. A segment is served only while the store's
+row at its last offset is still the message it was packed from (message id and store time), so a
+store file replaced, restored or compacted under it never has stale segments served. The store
+knows nothing of what a segment's bytes are: ``Encode`` is the serving front end's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.model import Packed, QueueColumns
+
+SEGMENTS_FILE = "segments.db"
+# A segment's messages and the offset after them → the bytes a pull starting at the first sends.
+Encode = Callable[[QueueColumns, int], bytes]
+
+DDL = """
+CREATE TABLE IF NOT EXISTS segments (
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    first INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    -- The message at the segment's last offset when it was packed.
+    last_id TEXT NOT NULL,
+    last_stored INTEGER NOT NULL,
+    -- Last, so that reading the columns before it never loads it.
+    data BLOB NOT NULL,
+    PRIMARY KEY (topic, queue_id, first)
+)
+"""
+
+
+def create(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the segments file; the connection keeps its WAL open for the
+    read-only connections of pull processes."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect on a new file only
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(DDL)
+    return conn
+
+
+def attach(conn: sqlite3.Connection, store_path: Path, *, read_only: bool) -> None:
+    """Attach the segments file beside ``store_path`` to ``conn`` as ``segments``. Read-only needs
+    ``conn`` opened with URI file names."""
+    path = store_path.with_name(SEGMENTS_FILE)
+    conn.execute("ATTACH DATABASE ? AS segments", (f"file:{path}?mode=ro" if read_only else str(path),))
+    # Derived data: a power cut may lose the newest segments, which are packed again.
+    conn.execute("PRAGMA segments.synchronous=NORMAL")
+
+
+def packed_at(conn: sqlite3.Connection, topic: str, queue_id: int, offset: int, limit: int) -> Packed | int | None:
+    """The segment a pull of at most ``limit`` messages from ``offset`` sends whole, if there is
+    one and it is still valid; else the end of the segment ``offset`` lies inside (where the pull's
+    rows should stop), else None."""
+    found = conn.execute(
+        "SELECT first, count FROM segments.segments WHERE topic = ? AND queue_id = ? AND first <= ?"
+        " ORDER BY first DESC LIMIT 1",
+        (topic, queue_id, offset),
+    ).fetchone()
+    if found is None or found[0] + found[1] <= offset:
+        return None
+    first: int = found[0]
+    count: int = found[1]
+    if first < offset or count > limit:
+        return first + count
+    valid = conn.execute(
+        "SELECT s.data FROM segments.segments s JOIN messages m ON m.topic = s.topic AND m.queue_id = s.queue_id"
+        " AND m.queue_offset = s.first + s.count - 1 AND m.message_id = s.last_id AND m.store_timestamp = s.last_stored"
+        " WHERE s.topic = ? AND s.queue_id = ? AND s.first = ?",
+        (topic, queue_id, first),
+    ).fetchone()
+    if valid is None:
+        return None
+    data: bytes = valid[0]
+    return Packed(data, first, count)
