@@ -25,6 +25,7 @@ class Packer:
         self._encode = encode
         self._metrics = metrics
         self._log = RateLimitedLog(log)
+        self._verified: set[tuple[str, int]] = set()  # queues whose segments are known to be of this store
 
     async def run(self) -> None:
         while True:
@@ -43,8 +44,14 @@ class Packer:
             if topic.name in SYSTEM_TOPICS:
                 continue
             for queue_id in range(topic.queues):
+                queue = (topic.name, queue_id)
                 packed += await self._store.query(
-                    self._store.pack, topic.name, queue_id, self._encode, SEGMENTS_PER_STEP
+                    self._store.pack,
+                    *queue,
+                    self._encode,
+                    SEGMENTS_PER_STEP,
+                    verify=queue not in self._verified,
                 )
+                self._verified.add(queue)
         self._metrics.packed(packed)
         return packed

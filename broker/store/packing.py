@@ -9,16 +9,25 @@ from broker.store.reads import queue_range_of, read_columns_of
 from broker.store.segments import Encode
 from broker.store.sql import translated
 
+# The first segment of a queue whose last message is not the one it was packed from.
+_FIRST_STALE = (
+    "SELECT MIN(s.first) FROM segments.segments s LEFT JOIN messages m ON m.topic = s.topic"
+    " AND m.queue_id = s.queue_id AND m.queue_offset = s.first + s.count - 1 WHERE s.topic = ? AND s.queue_id = ?"
+    " AND (m.message_id IS NOT s.last_id OR m.store_timestamp IS NOT s.last_stored)"
+)
+
 
 class SegmentStore(StoreBase):
     """Packing of the store's queues into segments (the broker's side; pull processes only read)."""
 
     @translated
-    def pack(self, topic: str, queue_id: int, encode: Encode, max_segments: int) -> int:
+    def pack(self, topic: str, queue_id: int, encode: Encode, max_segments: int, *, verify: bool = False) -> int:
         """Pack up to ``max_segments`` more segments of a real topic's queue, after its last one
         (or from its low offset), each a whole MAX_PULL messages or cut by PULL_BYTES, never the
-        tail short of that; delete those wholly below the low offset. Returns how many messages
-        it packed. Runs on a reader thread (``query``): the writer never waits for it."""
+        tail short of that; delete those wholly below the low offset. With ``verify``, first
+        delete the queue's segments from the first one that is not of this store's rows on (a
+        file replaced or restored under them). Returns how many messages it packed. Runs on a
+        reader thread (``query``): the writer never waits for it."""
         check_data_topic(topic)
         conn = self._reader()
         conn.execute("BEGIN")  # one snapshot of both files
@@ -28,6 +37,13 @@ class SegmentStore(StoreBase):
                 "DELETE FROM segments.segments WHERE topic = ? AND queue_id = ? AND first + count <= ?",
                 (topic, queue_id, low),
             )
+            if verify:
+                (stale,) = conn.execute(_FIRST_STALE, (topic, queue_id)).fetchone()
+                if stale is not None:
+                    conn.execute(
+                        "DELETE FROM segments.segments WHERE topic = ? AND queue_id = ? AND first >= ?",
+                        (topic, queue_id, stale),
+                    )
             conn.execute("PRAGMA segments.incremental_vacuum")
             last = conn.execute(
                 "SELECT first + count FROM segments.segments WHERE topic = ? AND queue_id = ?"

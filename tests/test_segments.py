@@ -1,0 +1,290 @@
+"""Packed segments (issue 10): committed messages are also packed a pull's worth at a time, and a
+columnar pull from a segment's start is the segment as stored. Whatever a pull is answered from,
+it is exactly what the row pull returns; stale segments are never served; retention and
+``--segments off`` leave no segment behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import sqlite3
+import time
+from collections.abc import Iterator
+from hashlib import md5
+from pathlib import Path
+
+import grpc
+import pytest
+from pyspark.sql import functions
+
+from broker.errors import HiddenTopic
+from broker.grpc_api.convert import columns_to_pb, segment_to_pb
+from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, PullBatch
+from broker.packer import INTERVAL
+from broker.store import Store
+from broker.store.segments import SEGMENTS_FILE
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from producer_sdk import Message as SdkMessage
+from producer_sdk import Producer, PullConsumer
+from producer_sdk.errors import OffsetOutOfRange
+from tests.spark_support import batch_reader
+from tests.support import BrokerThread, broker_settings, wait_until
+from tests.test_columns import rows_of
+
+NOW_MS = 1_800_000_000_000
+WORDS = ["", "a", "żółw", "🐢", "k|ey", "ключ", "x" * 40]
+
+
+def random_message(rng: random.Random, i: int, body_bytes: int) -> Message:
+    return Message(
+        topic="t",
+        body=rng.randbytes(rng.randint(0, body_bytes)),
+        message_id=f"m-{i}-{rng.getrandbits(32)}",
+        keys=tuple(w for w in rng.sample(WORDS, rng.randint(0, 2)) if w),
+        tags=rng.choice(WORDS).replace("|", ""),
+        properties={w: rng.choice(WORDS) for w in rng.sample(WORDS[1:], rng.randint(0, 2))},
+        born_timestamp=NOW_MS - rng.randint(0, 10_000),
+    )
+
+
+def fill(data_dir: Path, sizes: dict[int, int], *, seed: int = 1, body_bytes: int = 3000) -> None:
+    """A store with ``sizes[queue]`` random messages in each queue of topic ``t``."""
+
+    async def scenario() -> None:
+        rng = random.Random(seed)
+        store = Store(data_dir)
+        await store.create_topic("t", len(sizes))
+        placed = [(random_message(rng, i, body_bytes), q) for q, n in sizes.items() for i in range(n)]
+        rng.shuffle(placed)
+        for start in range(0, len(placed), 500):
+            await store.append(placed[start : start + 500], NOW_MS)
+        store.close()
+
+    asyncio.run(scenario())
+
+
+def segments(data_dir: Path) -> list[tuple[int, int, int]]:
+    """(queue_id, first, count) of every segment, read from the file."""
+    with sqlite3.connect(data_dir / SEGMENTS_FILE) as conn:
+        return conn.execute("SELECT queue_id, first, count FROM segments ORDER BY queue_id, first").fetchall()
+
+
+def wait_packed(data_dir: Path, expected: list[tuple[int, int, int]]) -> None:
+    wait_until(lambda: segments(data_dir) == expected, timeout=30)
+
+
+def whole_segments(sizes: dict[int, int], low: int = 0) -> list[tuple[int, int, int]]:
+    """The segments of MAX_PULL messages the packer makes of queues that hold ``sizes`` from ``low``."""
+    return [(q, first, MAX_PULL) for q, n in sizes.items() for first in range(low, n - MAX_PULL + 1, MAX_PULL)]
+
+
+@pytest.fixture
+def packed(tmp_path: Path) -> Iterator[tuple[BrokerThread, dict[int, int]]]:
+    """A broker over a store of random messages, once every whole segment is packed."""
+    sizes = {0: 2 * MAX_PULL + 300, 1: MAX_PULL, 2: MAX_PULL - 1}
+    fill(tmp_path / "data", sizes)
+    broker = BrokerThread(broker_settings(tmp_path / "data", topics=()))
+    wait_packed(tmp_path / "data", whole_segments(sizes))
+    yield broker, sizes
+    broker.stop()
+
+
+def raw_pull_columns(address: str, topic: str, queue_id: int, offset: int, max_messages: int) -> bytes:
+    """PullColumns' reply as it came over the wire."""
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(
+            "/halfmq.v1.Broker/PullColumns",
+            request_serializer=pb.PullRequest.SerializeToString,
+            response_deserializer=lambda data: data,
+        )
+        request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
+        reply: bytes = call(request, timeout=10)
+        return reply
+
+
+def stored_segment(data_dir: Path, queue_id: int, first: int) -> bytes:
+    with sqlite3.connect(data_dir / SEGMENTS_FILE) as conn:
+        (data,) = conn.execute(
+            "SELECT data FROM segments WHERE queue_id = ? AND first = ?", (queue_id, first)
+        ).fetchone()
+        return bytes(data)
+
+
+def test_a_pull_from_a_segment_s_start_is_the_segment_as_stored_and_exactly_the_row_pull(packed, tmp_path):
+    broker, _ = packed
+    with PullConsumer(group="g", broker=broker.address) as consumer:
+        for queue_id, first in [(0, 0), (0, MAX_PULL), (1, 0)]:
+            raw = raw_pull_columns(broker.address, "t", queue_id, first, MAX_PULL)
+            assert raw.startswith(stored_segment(tmp_path / "data", queue_id, first)), "not sent as stored"
+            table = consumer.pull_table("t", queue_id=queue_id, offset=first, max_messages=MAX_PULL)
+            rows = consumer.pull("t", queue_id=queue_id, offset=first, max_messages=MAX_PULL)
+            assert table.messages.num_rows == MAX_PULL
+            assert rows_of(table.messages) == rows.messages
+            assert (table.next_offset, table.min_offset, table.max_offset) == (
+                rows.next_offset,
+                rows.min_offset,
+                rows.max_offset,
+            )
+
+
+def test_every_pull_returns_what_the_row_pull_returns_and_one_from_inside_a_segment_stops_at_its_end(packed):
+    broker, sizes = packed
+    rng = random.Random(7)
+    with PullConsumer(group="g", broker=broker.address) as consumer:
+        for queue_id, size in sizes.items():
+            starts = [0, 1, MAX_PULL - 1, MAX_PULL, MAX_PULL + 1, size - 1, size, size + 5]
+            for offset in starts + [rng.randrange(size) for _ in range(6)]:
+                for max_messages in (1, 7, MAX_PULL - 1, MAX_PULL):
+                    table = consumer.pull_table("t", queue_id=queue_id, offset=offset, max_messages=max_messages)
+                    count = table.messages.num_rows
+                    rows = consumer.pull("t", queue_id=queue_id, offset=offset, max_messages=max(count, 1))
+                    assert rows_of(table.messages) == rows.messages[:count]
+                    assert table.next_offset == offset + count
+                    assert (table.min_offset, table.max_offset) == (rows.min_offset, rows.max_offset)
+                    whole = min(max_messages, size - offset)
+                    inside = [(q, f, n) for q, f, n in whole_segments(sizes) if q == queue_id and f < offset < f + n]
+                    expected = min(whole, inside[0][1] + MAX_PULL - offset) if inside else max(whole, 0)
+                    assert count == expected, (queue_id, offset, max_messages)
+
+
+def test_a_whole_queue_read_by_columnar_pulls_is_the_whole_queue(packed):
+    broker, sizes = packed
+    with PullConsumer(group="g", broker=broker.address) as consumer:
+        for queue_id, size in sizes.items():
+            offset, pulled = 3, []  # off a boundary: the first pull stops at the first segment's end
+            while offset < size:
+                table = consumer.pull_table("t", queue_id=queue_id, offset=offset, max_messages=MAX_PULL)
+                pulled += rows_of(table.messages)
+                offset = table.next_offset
+            everything = []
+            for start in range(3, size, 100):
+                everything += consumer.pull("t", queue_id=queue_id, offset=start, max_messages=100).messages
+            assert pulled == everything[: size - 3] and len(pulled) == size - 3
+
+
+def test_segments_cut_by_the_byte_budget_hold_what_a_pull_within_the_budget_returns(tmp_path):
+    """20 KB bodies: a pull's 16 MiB budget stops before 1,024 messages, and so does each segment."""
+    sizes = {0: 2 * MAX_PULL}
+    fill(tmp_path / "data", sizes, body_bytes=40_000)
+
+    async def scenario() -> None:
+        store = Store(tmp_path / "data")
+        assert await store.query(store.pack, "t", 0, segment_to_pb, 100) > 0
+        made = segments(tmp_path / "data")
+        assert len(made) >= 2 and all(count < MAX_PULL for _, _, count in made)
+        for _, first, count in made:
+            packed = store.read_packed("t", 0, first, MAX_PULL, PULL_BYTES)
+            columns = store.read_columns("t", 0, first, MAX_PULL, PULL_BYTES)
+            assert len(packed) == len(columns) == count
+            assert sum(map(len, columns.bodies)) <= PULL_BYTES
+            assert packed.data == columns_to_pb(PullBatch(columns, first + count, 0, 0)).SerializeToString()
+            assert len(store.read_packed("t", 0, first, count - 1, PULL_BYTES)) == count - 1  # fewer: rows
+        assert made[-1][1] + made[-1][2] > 2 * MAX_PULL - MAX_PULL, "the tail short of a pull is not packed"
+        store.close()
+
+    asyncio.run(scenario())
+
+
+def test_segments_of_another_store_file_are_never_served_and_are_packed_again(tmp_path):
+    """A store file replaced under its segments (a restore, a copy): rows decide."""
+    sizes = {0: 2 * MAX_PULL + 10}
+    fill(tmp_path / "old", sizes, seed=1)
+    fill(tmp_path / "data", sizes, seed=2)
+
+    async def pack_old() -> None:
+        store = Store(tmp_path / "old")
+        await store.query(store.pack, "t", 0, segment_to_pb, 100)
+        store.close()
+
+    asyncio.run(pack_old())
+    assert segments(tmp_path / "old") == whole_segments(sizes)
+    stale = stored_segment(tmp_path / "old", 0, 0)
+    shutil.copy(tmp_path / "old" / SEGMENTS_FILE, tmp_path / "data" / SEGMENTS_FILE)
+
+    store = Store(tmp_path / "data")
+    for first in (0, MAX_PULL):
+        read = store.read_packed("t", 0, first, MAX_PULL, PULL_BYTES)
+        rows = store.read_columns("t", 0, first, MAX_PULL, PULL_BYTES)
+        assert not hasattr(read, "data") and read == rows, "a stale segment was served"
+    store.close()
+
+    broker = BrokerThread(broker_settings(tmp_path / "data", topics=()))
+    try:
+        wait_until(lambda: stored_segment(tmp_path / "data", 0, 0) != stale, timeout=30)
+        assert segments(tmp_path / "data") == whole_segments(sizes)
+        with PullConsumer(group="g", broker=broker.address) as consumer:
+            table = consumer.pull_table("t", queue_id=0, offset=0, max_messages=MAX_PULL)
+            assert rows_of(table.messages) == consumer.pull("t", queue_id=0, offset=0, max_messages=MAX_PULL).messages
+    finally:
+        broker.stop()
+
+
+def test_below_the_low_offset_a_pull_is_out_of_range_even_where_a_segment_is_left_and_the_packer_drops_it(tmp_path):
+    sizes = {0: 3 * MAX_PULL}
+    fill(tmp_path / "data", sizes)
+    broker = BrokerThread(broker_settings(tmp_path / "data", topics=(), segments=False))
+    store = broker.broker.store
+    try:
+        broker.run(store.query(store.pack, "t", 0, segment_to_pb, 100))  # no packer runs: the test packs
+        assert segments(tmp_path / "data") == whole_segments(sizes)
+        low = MAX_PULL + 500
+        broker.run(store.expire_queue("t", 0, 1 << 62, low))
+        with PullConsumer(group="g", broker=broker.address) as consumer:
+            for offset in (0, MAX_PULL, low - 1):
+                with pytest.raises(OffsetOutOfRange):
+                    consumer.pull_table("t", queue_id=0, offset=offset, max_messages=MAX_PULL)
+            table = consumer.pull_table("t", queue_id=0, offset=low, max_messages=MAX_PULL)
+            assert table.next_offset == 2 * MAX_PULL and table.min_offset == low
+        broker.run(store.query(store.pack, "t", 0, segment_to_pb, 100))
+        assert segments(tmp_path / "data") == whole_segments(sizes)[1:], "the segment wholly below low stays"
+    finally:
+        broker.stop()
+
+
+def test_with_segments_off_nothing_is_packed_and_what_was_is_dropped(tmp_path):
+    sizes = {0: MAX_PULL + 1}
+    fill(tmp_path / "data", sizes)
+    broker = BrokerThread(broker_settings(tmp_path / "data", topics=()))
+    wait_packed(tmp_path / "data", whole_segments(sizes))
+    broker.stop()
+    broker = BrokerThread(broker_settings(tmp_path / "data", topics=(), segments=False))
+    try:
+        assert segments(tmp_path / "data") == []
+        with Producer(broker=broker.address) as producer:
+            for _ in range(2):
+                producer.send_batch([SdkMessage(topic="t", body=b"x") for _ in range(MAX_PULL)])
+        time.sleep(3 * INTERVAL)  # rounds a packer would have made
+        assert segments(tmp_path / "data") == []
+        with PullConsumer(group="g", broker=broker.address) as consumer:
+            table = consumer.pull_table("t", queue_id=0, offset=0, max_messages=MAX_PULL)
+            assert rows_of(table.messages) == consumer.pull("t", queue_id=0, offset=0, max_messages=MAX_PULL).messages
+    finally:
+        broker.stop()
+
+
+def test_the_spark_source_reads_packed_queues_exactly(packed, spark):
+    broker, sizes = packed
+    starts = {0: 5, 1: 0, 2: 3}
+    frame = batch_reader(spark, broker.address, topics="t", startingOffsets=json.dumps({"t": starts}))
+    digests = frame.select("queue_id", "queue_offset", "message_id", functions.md5("body").alias("md5"))
+    got = sorted((r.queue_id, r.queue_offset, r.message_id, r.md5) for r in digests.collect())  # results stay small
+    with PullConsumer(group="g", broker=broker.address) as consumer:
+        expected = []
+        for queue_id, start in starts.items():
+            for offset in range(start, sizes[queue_id], 100):
+                messages = consumer.pull("t", queue_id=queue_id, offset=offset, max_messages=100).messages
+                expected += [(m.queue_id, m.queue_offset, m.message_id, md5(m.body).hexdigest()) for m in messages]
+    assert len(got) == sum(sizes.values()) - 8 and got == sorted(expected)
+
+
+def test_system_topics_are_never_packed(tmp_path):
+    async def scenario() -> None:
+        store = Store(tmp_path / "data")
+        for topic in SYSTEM_TOPICS:
+            with pytest.raises(HiddenTopic):
+                await store.query(store.pack, topic, 0, segment_to_pb, 1)
+        store.close()
+
+    asyncio.run(scenario())
