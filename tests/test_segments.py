@@ -26,6 +26,7 @@ from broker.packer import INTERVAL
 from broker.store import Store
 from broker.store.segments import SEGMENTS_FILE
 from halfmq_proto.v1 import halfmq_pb2 as pb
+from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import Message as SdkMessage
 from producer_sdk import Producer, PullConsumer
 from producer_sdk.errors import OffsetOutOfRange
@@ -116,8 +117,6 @@ def test_a_pull_from_a_segment_s_start_is_the_segment_as_stored_and_exactly_the_
     broker, _ = packed
     with PullConsumer(group="g", broker=broker.address) as consumer:
         for queue_id, first in [(0, 0), (0, MAX_PULL), (1, 0)]:
-            raw = raw_pull_columns(broker.address, "t", queue_id, first, MAX_PULL)
-            assert raw.startswith(stored_segment(tmp_path / "data", queue_id, first)), "not sent as stored"
             table = consumer.pull_table("t", queue_id=queue_id, offset=first, max_messages=MAX_PULL)
             rows = consumer.pull("t", queue_id=queue_id, offset=first, max_messages=MAX_PULL)
             assert table.messages.num_rows == MAX_PULL
@@ -127,6 +126,19 @@ def test_a_pull_from_a_segment_s_start_is_the_segment_as_stored_and_exactly_the_
                 rows.min_offset,
                 rows.max_offset,
             )
+
+
+def test_a_segment_goes_out_as_it_is_stored(packed, tmp_path):
+    """Altered in the file (its last message untouched), a segment is sent altered: no row was read."""
+    broker, _ = packed
+    segment = pb.PullColumnsResponse.FromString(stored_segment(tmp_path / "data", 1, 0))
+    segment.bodies.data = b"!" + segment.bodies.data[1:]
+    with sqlite3.connect(tmp_path / "data" / SEGMENTS_FILE) as conn:
+        conn.execute("UPDATE segments SET data = ? WHERE queue_id = 1 AND first = 0", (segment.SerializeToString(),))
+    raw = raw_pull_columns(broker.address, "t", 1, 0, MAX_PULL)
+    assert raw.startswith(segment.SerializeToString())
+    reply = pb.PullColumnsResponse.FromString(raw)
+    assert reply.bodies.data.startswith(b"!") and (reply.min_offset, reply.max_offset) == (0, MAX_PULL)
 
 
 def test_every_pull_returns_what_the_row_pull_returns_and_one_from_inside_a_segment_stops_at_its_end(packed):
@@ -288,3 +300,22 @@ def test_system_topics_are_never_packed(tmp_path):
         store.close()
 
     asyncio.run(scenario())
+
+
+def test_a_pull_process_sends_the_same_segments_and_the_same_replies_as_the_broker(tmp_path):
+    sizes = {0: 2 * MAX_PULL + 1}
+    fill(tmp_path / "data", sizes)
+    broker = BrokerThread(broker_settings(tmp_path / "data", topics=(), pull_processes=1))
+    try:
+        wait_packed(tmp_path / "data", whole_segments(sizes))
+        with grpc.insecure_channel(broker.address) as channel:
+            (port,) = pb_grpc.BrokerStub(channel).GetQueueOffsets(pb.GetQueueOffsetsRequest(topic="t")).pull_ports
+        for offset in (0, 1, MAX_PULL, 2 * MAX_PULL):
+            for max_messages in (1, MAX_PULL):
+                ours = raw_pull_columns(f"127.0.0.1:{port}", "t", 0, offset, max_messages)
+                assert ours == raw_pull_columns(broker.address, "t", 0, offset, max_messages)
+        assert raw_pull_columns(f"127.0.0.1:{port}", "t", 0, MAX_PULL, MAX_PULL).startswith(
+            stored_segment(tmp_path / "data", 0, MAX_PULL)
+        )
+    finally:
+        broker.stop()
