@@ -2,21 +2,24 @@
 
     .venv/bin/python -m bench.spark_ingest --messages 1000000 --body 1024 --pull-processes 2
 
-A store of committed 1 KB messages in 4 queues is built through the store's API, a broker
-process serves it with ``--pull-processes`` pull processes beside it, and in the same run:
-1. the old row pull (``Pull``, fetch 1024) of every message, by one client;
-2. the columnar pull (``PullColumns``, fetch 1024) of every message into Arrow batches, the four
+A store of committed 1 KB messages in 4 queues is built through the store's API. A broker
+process serves it with ``--pull-processes`` pull processes beside it, twice: first with
+``--segments off`` (every pull reads rows), then with the default (the packer packs the store
+into segments, timed, then pulls from a segment's start send it as stored). Each time:
+1. the columnar pull (``PullColumns``, fetch 1024) of every message into Arrow batches, the four
    queues in parallel (a thread and a channel each), as Spark's tasks read them: from the
    broker's own port, and from the pull processes (the queues spread over them);
-3. Spark (local[2], Trigger.AvailableNow, noop sink) through the ``halfmq`` source, which reads
+2. Spark (local[2], Trigger.AvailableNow, noop sink) through the ``halfmq`` source, which reads
    from the pull processes, and through a variant of it that reads from the broker's own port;
-4. the ceilings: the source against a server that reads nothing and answers every pull with one
-   prebuilt reply (the cost of the path from the socket to Spark), and the same query over a
-   source with the same partitions that yields prebuilt Arrow batches and does no I/O at all;
-5. Spark reading the same rows from a local Parquet file (written from the columnar pull).
-Spark figures are the best of two runs, run alternately, so JVM warm-up favours none. Then
-transaction traffic on the same broker (bench/txn.py's shared-async shape, 64 in flight): alone,
-and while a Spark ingest of every message runs through either way, with the ratios.
+3. the ceiling: the same query over a source with the same partitions that yields prebuilt Arrow
+   batches and does no I/O at all.
+With rows only, also the old row pull (``Pull``, fetch 1024) of every message by one client.
+With segments, also: the source against a server that reads nothing and answers every pull with
+one prebuilt reply (the cost of the path from the socket to Spark); Spark reading the same rows
+from a local Parquet file (written from the first columnar pull); and transaction traffic on the
+same broker (bench/txn.py's shared-async shape, 64 in flight), alone and while a Spark ingest of
+every message runs through either way, with the ratios.
+Spark figures are the best of two runs, run alternately, so JVM warm-up favours none.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -37,8 +41,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.txn import Listener, run_shape, start, start_broker
-from broker.model import Message
+from broker.model import MAX_PULL, Message
 from broker.store import Flush, Store
+from broker.store.segments import SEGMENTS_FILE
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_testing import free_port
 from producer_sdk.columns import ARROW_SCHEMA, record_batch
@@ -104,8 +109,8 @@ def columnar_pull(address: str, readers: list[str], parquet: Path | None = None)
 
 
 TXN_SECONDS = 10
-# The Spark runs, alternated: the source through the pull processes, through the broker's port,
-# and from a server that replays one prebuilt reply; the no-I/O ceiling, and Parquet.
+# The Spark runs from segments, alternated: the source through the pull processes, through the
+# broker's port, and from a server that replays one prebuilt reply; the no-I/O ceiling, and Parquet.
 SPARK_RUNS = ("halfmq", "halfmq_direct", "replay", "halfmq_ceiling", "parquet")
 
 
@@ -185,6 +190,32 @@ def parquet_read(spark: Any, path: Path) -> tuple[int, float]:
     return frame.count(), elapsed
 
 
+def wait_packed(data: Path, messages: int) -> float:
+    """Seconds until the broker's packer has packed every whole segment of the bench topic (all
+    but each queue's tail, short of MAX_PULL messages)."""
+    began = time.perf_counter()
+    while True:
+        with sqlite3.connect(f"file:{data / SEGMENTS_FILE}?mode=ro", uri=True) as conn:
+            (packed,) = conn.execute("SELECT COALESCE(SUM(count), 0) FROM segments").fetchone()
+        if packed > messages - 4 * MAX_PULL:
+            return time.perf_counter() - began
+        time.sleep(0.05)
+
+
+def spark_runs(spark: Any, runs: tuple[str, ...], address: str, replay: str, parquet: Path) -> dict[str, Any]:
+    """The best of two runs of each, run alternately, so JVM warm-up favours none."""
+    results: dict[str, list[tuple[int, float]]] = {name: [] for name in runs}
+    for _ in range(2):
+        for name in runs:
+            if name == "parquet":
+                results[name].append(parquet_read(spark, parquet))
+            else:
+                results[name].append(
+                    spark_ingest(spark, *(("halfmq", replay) if name == "replay" else (name, address)))
+                )
+    return {name: min(found, key=lambda r: r[1]) for name, found in results.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=1_000_000)
@@ -195,10 +226,6 @@ def main() -> None:
     began = time.perf_counter()
     asyncio.run(fill(data, args.messages, os.urandom(args.body)))
     print(f"built a store of {args.messages:,} messages x {args.body} B in {time.perf_counter() - began:.0f}s")
-
-    broker, address = start_broker(data, "--pull-processes", str(args.pull_processes))
-    with BrokerClient(Connection(address)) as client:
-        readers = [connection.broker for connection in client.readers("bench")]
     parquet = data / "bench.parquet"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
@@ -211,61 +238,71 @@ def main() -> None:
     spark.dataSource.register(CeilingDataSource)
     spark.dataSource.register(DirectDataSource)
     body = os.urandom(args.body)
+    pulls = ("--pull-processes", str(args.pull_processes))
+    named: dict[str, dict[str, tuple[int, float]]] = {}
     try:
-        rows = row_pull(address)
-        columns = columnar_pull(address, [address], parquet)
-        columns_split = columnar_pull(address, readers)
-        runs: dict[str, list[tuple[int, float]]] = {name: [] for name in SPARK_RUNS}
-        replay_server, replay = start_replay(address, data)
-        for _ in range(2):
-            for name in SPARK_RUNS:
-                if name == "parquet":
-                    runs[name].append(parquet_read(spark, parquet))
-                else:
-                    runs[name].append(
-                        spark_ingest(spark, *(("halfmq", replay) if name == "replay" else (name, address)))
-                    )
-        replay_server.terminate()
-        best = {name: min(results, key=lambda r: r[1]) for name, results in runs.items()}
-        txn_alone = run_shape("shared-async", address, 64, TXN_SECONDS, body, Listener(0.0))
-        during: dict[str, tuple[dict[str, float], tuple[int, float]]] = {}
-        for source in ("halfmq_direct", "halfmq"):
-            with ThreadPoolExecutor(1) as pool:
-                ingest = pool.submit(spark_ingest, spark, source, address)
-                txn = run_shape("shared-async", address, 64, TXN_SECONDS, body, Listener(0.0))
-                during[source] = txn, ingest.result()
+        broker, address = start_broker(data, "--segments", "off", *pulls)
+        try:
+            with BrokerClient(Connection(address)) as client:
+                readers = [connection.broker for connection in client.readers("bench")]
+            rows = row_pull(address)
+            named["rows"] = {"columnar": columnar_pull(address, [address], parquet),
+                             "columnar_split": columnar_pull(address, readers), "row": rows}  # fmt: skip
+            named["rows"] |= spark_runs(spark, ("halfmq", "halfmq_direct", "halfmq_ceiling"), address, "", parquet)
+        finally:
+            broker.terminate()
+            broker.wait()
+        broker, address = start_broker(data, *pulls)
+        try:
+            packing = wait_packed(data, args.messages)
+            with BrokerClient(Connection(address)) as client:
+                readers = [connection.broker for connection in client.readers("bench")]
+            named["segments"] = {"columnar": columnar_pull(address, [address]),
+                                 "columnar_split": columnar_pull(address, readers)}  # fmt: skip
+            replay_server, replay = start_replay(address, data)
+            named["segments"] |= spark_runs(spark, SPARK_RUNS, address, replay, parquet)
+            replay_server.terminate()
+            txn_alone = run_shape("shared-async", address, 64, TXN_SECONDS, body, Listener(0.0))
+            during: dict[str, tuple[dict[str, float], tuple[int, float]]] = {}
+            for source in ("halfmq_direct", "halfmq"):
+                with ThreadPoolExecutor(1) as pool:
+                    ingest = pool.submit(spark_ingest, spark, source, address)
+                    txn = run_shape("shared-async", address, 64, TXN_SECONDS, body, Listener(0.0))
+                    during[source] = txn, ingest.result()
+        finally:
+            broker.terminate()
+            broker.wait()
     finally:
         spark.stop()
-        broker.terminate()
-        broker.wait()
-    rate = {}
-    split = f"from {len(readers)} pull process(es)" if args.pull_processes else "from the broker's port again"
-    source, direct, columnar, columnar_split = (
-        f"Spark via halfmq, {split}", "Spark via halfmq, broker's port", "columnar pull, broker's port",
-        f"columnar pull, {split}",
-    )  # fmt: skip
-    named = {
-        "old row pull": rows,
-        columnar: columns,
-        columnar_split: columns_split,
-        direct: best["halfmq_direct"],
-        source: best["halfmq"],
-        "Spark via halfmq, a server replaying one reply": best["replay"],
-        "Spark, no-I/O Python source": best["halfmq_ceiling"],
-        "Spark from Parquet": best["parquet"],
+    split = f"{len(readers)} pull process(es)" if args.pull_processes else "the broker's port again"
+    labels = {
+        "row": "old row pull",
+        "columnar": "columnar pull, broker's port",
+        "columnar_split": f"columnar pull, {split}",
+        "halfmq_direct": "Spark via halfmq, broker's port",
+        "halfmq": f"Spark via halfmq, {split}",
+        "replay": "Spark via halfmq, a server replaying one reply",
+        "halfmq_ceiling": "Spark, no-I/O Python source",
+        "parquet": "Spark from Parquet",
     }
-    rate = {name: count / seconds for name, (count, seconds) in named.items()}
-    for name, (count, seconds) in named.items():
-        print(f"{name + ':':<50}{count:>10,} rows in {seconds:6.1f}s = {rate[name]:>10,.0f} rows/s")
-    print(f"ratio {source} / no-I/O ceiling: {rate[source] / rate['Spark, no-I/O Python source']:.2f}")
-    print(f"ratio {source} / Parquet: {rate[source] / rate['Spark from Parquet']:.2f}")
-    print(f"ratio {source} / {direct}: {rate[source] / rate[direct]:.2f}")
-    print(f"ratio {columnar_split} / {columnar}: {rate[columnar_split] / rate[columnar]:.2f}")
-    print(f"ratio {columnar} / old row pull: {rate[columnar] / rate['old row pull']:.2f}")
+    rate = {
+        (phase, name): count / seconds for phase, results in named.items() for name, (count, seconds) in results.items()
+    }
+    print(f"packed {args.messages:,} messages into segments in {packing:.1f}s after the broker's start"
+          f" ({args.messages / packing:,.0f} msg/s)")  # fmt: skip
+    for phase, results in named.items():
+        print(f"--- read from {phase}" + (" (--segments off)" if phase == "rows" else " (the default)"))
+        for name, (count, seconds) in results.items():
+            print(f"{labels[name] + ':':<50}{count:>10,} rows in {seconds:6.1f}s = {rate[phase, name]:>10,.0f} rows/s")
+        print(f"ratio Spark via halfmq / no-I/O ceiling: {rate[phase, 'halfmq'] / rate[phase, 'halfmq_ceiling']:.2f}")
+    print("--- segments / rows, same run")
+    for name in ("columnar", "columnar_split", "halfmq_direct", "halfmq"):
+        print(f"{labels[name] + ':':<50}{rate['segments', name] / rate['rows', name]:.2f}")
+    print(f"Spark via halfmq / Parquet: {rate['segments', 'halfmq'] / rate['segments', 'parquet']:.2f}")
     latency = f"p50 {txn_alone['p50_ms']:.1f} ms, p99 {txn_alone['p99_ms']:.1f} ms"
     print(f"transactions alone: {txn_alone['tps']:,.0f} txn/s, {latency}")
     for name, (txn, (count, seconds)) in during.items():
-        how = "from the broker's port" if name == "halfmq_direct" else split
+        how = "from the broker's port" if name == "halfmq_direct" else f"from {split}"
         latency = f"p50 {txn['p50_ms']:.1f} ms, p99 {txn['p99_ms']:.1f} ms"
         print(f"transactions during a Spark ingest {how}: {txn['tps']:,.0f} txn/s, {latency};"
               f" ratio to alone {txn['tps'] / txn_alone['tps']:.2f}; ingest {count / seconds:,.0f} rows/s")  # fmt: skip
