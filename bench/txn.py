@@ -2,9 +2,10 @@
 
     .venv/bin/python -m bench.txn --producers 64 --seconds 15 --body 1024 --flush sync
     .venv/bin/python -m bench.txn --shapes shared-async --retention 0,2 --rounds 4 --no-rabbitmq
+    .venv/bin/python -m bench.txn --shapes shared-async --segments on,off --rounds 3 --no-rabbitmq
 
 Runs each client shape against one broker process, one after the other (one broker per
-``--retention`` value, ``--rounds`` times, alternating):
+``--retention`` and ``--segments`` value, ``--rounds`` times, alternating):
 - ``single``: one producer, one transaction in flight (the latency floor);
 - ``shared-async`` (a): one AsyncTransactionProducer shared by ``--producers`` asyncio tasks;
 - ``shared-threads`` (b): one blocking TransactionProducer shared by ``--producers`` threads;
@@ -226,12 +227,21 @@ def echo_main(address: str, concurrency: int, seconds: float, body: bytes) -> fl
     return asyncio.run(run_echo(address, concurrency, seconds, body))
 
 
-def run_broker(args: argparse.Namespace, retention: float, body: bytes, listener: Listener) -> dict[str, dict]:
-    """Start a broker with ``retention``, run the shapes against it, and stop it; each result
-    carries the size of the store's files (database and WAL) at the end."""
+# A broker's settings under comparison: its --retention (seconds) and --segments.
+Variant = tuple[float, str]
+
+
+def describe(variant: Variant) -> str:
+    return f"retention {variant[0]:g} s, segments {variant[1]}"
+
+
+def run_broker(args: argparse.Namespace, variant: Variant, body: bytes, listener: Listener) -> dict[str, dict]:
+    """Start a broker with ``variant``'s retention and segments, run the shapes against it, and
+    stop it; each result carries the size of the store's files (database and WAL) at the end."""
+    retention, segments = variant
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-"))
     broker, address = start_broker(
-        data, "--topic", "bench:4", "--retention", str(retention), "--flush", args.flush,
+        data, "--topic", "bench:4", "--retention", str(retention), "--segments", segments, "--flush", args.flush,
         "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3",
     )  # fmt: skip
     results = {}
@@ -263,17 +273,22 @@ def main() -> None:
         help="the broker's --retention in seconds; a comma-separated list runs one broker per value, and compares"
         " each to the first (default: the broker's 72 h, which deletes nothing in a run)",
     )
-    parser.add_argument("--rounds", type=int, default=1, help="times each --retention value is run, alternating")
+    parser.add_argument(
+        "--segments",
+        default="on",
+        help="the broker's --segments; a comma-separated list (on,off) runs one broker per value, and compares",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="times each broker variant is run, alternating")
     args = parser.parse_args()
     body = os.urandom(args.body)
 
     listener = Listener(args.unknown_ratio)
-    retentions = [float(value) for value in args.retention.split(",")]
-    runs: dict[float, dict[str, list[dict]]] = {retention: {} for retention in retentions}
+    variants = [(float(r), segments) for r in args.retention.split(",") for segments in args.segments.split(",")]
+    runs: dict[Variant, dict[str, list[dict]]] = {variant: {} for variant in variants}
     for _ in range(args.rounds):  # alternating, so that drift of the machine hits every setting alike
-        for retention in retentions:
-            for shape, txn in run_broker(args, retention, body, listener).items():
-                runs[retention].setdefault(shape, []).append(txn)
+        for variant in variants:
+            for shape, txn in run_broker(args, variant, body, listener).items():
+                runs[variant].setdefault(shape, []).append(txn)
     echo_port = free_port()
     echo_server = start([sys.executable, "-m", "bench._echo_server", str(echo_port)], "ready")
     try:
@@ -293,23 +308,23 @@ def main() -> None:
     duplicated = sum(n - 1 for n in listener.checks.values() if n > 1)
     print(f"config: concurrency={args.producers} body={args.body}B flush={args.flush} seconds={args.seconds}"
           f" unknown_ratio={args.unknown_ratio} cpus={os.cpu_count()}")  # fmt: skip
-    for retention, shapes in runs.items():
+    for (retention, segments), shapes in runs.items():
         for shape, measured in shapes.items():
             for txn in measured:
                 print(f"{shape:>15}: {txn['count']:7d} txn, {txn['tps']:6.0f} txn/s; send-execute-commit avg"
                       f" {txn['avg_ms']:6.2f} ms, p50 {txn['p50_ms']:6.2f} ms, p99 {txn['p99_ms']:6.2f} ms,"
-                      f" max {txn['max_ms']:7.2f} ms; retention {retention:g} s,"
+                      f" max {txn['max_ms']:7.2f} ms; retention {retention:g} s, segments {segments},"
                       f" store {txn['store_mb']:.0f} MB")  # fmt: skip
-    results = {shape: measured[-1] for shape, measured in runs[retentions[0]].items()}
+    results = {shape: measured[-1] for shape, measured in runs[variants[0]].items()}
     print(f"checks: {checks}  unexpected checks: {unexpected}  duplicated checks: {duplicated}")
     print(f"bare gRPC echo: {echo_rps:.0f} RPC/s  -> two-RPC limit {echo_rps / 2:.0f} txn/s")
     main_shape = "shared-async" if "shared-async" in results else next(iter(results))
     main_tps = results[main_shape]["tps"]
     print(f"ratio {main_shape} TPS / two-RPC echo limit: {main_tps / (echo_rps / 2):.2f}")
-    for retention in retentions[1:]:
-        mean = {r: statistics.mean(t["tps"] for t in runs[r][main_shape]) for r in (retentions[0], retention)}
-        print(f"ratio {main_shape} TPS, retention {retention:g} s / {retentions[0]:g} s, mean of {args.rounds}:"
-              f" {mean[retention] / mean[retentions[0]]:.3f}")  # fmt: skip
+    for variant in variants[1:]:
+        mean = {v: statistics.mean(t["tps"] for t in runs[v][main_shape]) for v in (variants[0], variant)}
+        print(f"ratio {main_shape} TPS, {describe(variant)} / {describe(variants[0])}, mean of {args.rounds}:"
+              f" {mean[variant] / mean[variants[0]]:.3f}")  # fmt: skip
     if rabbit is None:
         print(f"RabbitMQ: not run ({skip_peer})")
     else:

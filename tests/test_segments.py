@@ -16,6 +16,7 @@ from hashlib import md5
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 from pyspark.sql import functions
 
@@ -126,6 +127,12 @@ def test_a_pull_from_a_segment_s_start_is_the_segment_as_stored_and_exactly_the_
                 rows.min_offset,
                 rows.max_offset,
             )
+
+
+def test_the_metrics_count_the_packed_messages(packed):
+    broker, sizes = packed
+    metrics = httpx.get(f"{broker.http}/metrics").text
+    assert f"halfmq_packed_messages_total {float(len(whole_segments(sizes)) * MAX_PULL)}" in metrics
 
 
 def test_a_segment_goes_out_as_it_is_stored(packed, tmp_path):
