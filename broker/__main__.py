@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
 import resource
@@ -14,6 +13,7 @@ from typing import Any
 from broker.app import Broker
 from broker.config import load_settings
 from broker.errors import StoreInUse
+from broker.memory import keep_freed_memory
 from broker.ratelog import RateLimitedLog
 
 log = logging.getLogger("broker")
@@ -25,21 +25,6 @@ def raise_open_file_limit() -> None:
     if soft != hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         log.info("open-file limit raised from %d to %d", soft, hard)
-
-
-# glibc's mallopt(M_TOP_PAD): memory kept at the top of the heap when it grows or shrinks.
-M_TOP_PAD = -2
-TOP_PAD_BYTES = 16 * 1024 * 1024
-
-
-def keep_heap_headroom() -> None:
-    """A pull builds and frees megabyte buffers many times a second. With glibc's defaults each
-    one is fresh memory from the kernel, and its page faults made a 1,024-message reply cost 5x
-    (1.9 against 0.35 ms, see docs/benchmarks.md). Keep 16 MiB of headroom on the heap instead.
-    Nothing to do where mallopt does not exist (musl, macOS)."""
-    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-    if mallopt is not None and mallopt(M_TOP_PAD, TOP_PAD_BYTES) != 1:
-        log.warning("mallopt(M_TOP_PAD) was refused; large replies will cost more")
 
 
 def bounded_loop_errors(loop: asyncio.AbstractEventLoop) -> None:
@@ -79,7 +64,7 @@ def main() -> None:
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = load_settings(sys.argv[1:], os.environ)
     raise_open_file_limit()
-    keep_heap_headroom()
+    keep_freed_memory()
     try:
         broker = Broker(settings)
     except StoreInUse as exc:

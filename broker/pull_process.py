@@ -26,6 +26,7 @@ from collections.abc import Callable
 from broker.config import Settings, load_settings
 from broker.grpc_api import create_server
 from broker.grpc_api.pulls import PullServicer
+from broker.memory import keep_freed_memory
 from broker.pulls import PullService
 from broker.ratelog import RateLimitedLog
 from broker.store.base import DB_FILE
@@ -160,6 +161,7 @@ async def serve(settings: Settings) -> None:
 def main() -> None:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the broker's terminal is the broker's to handle
+    keep_freed_memory()
     asyncio.run(serve(load_settings(sys.argv[1:], os.environ)))
 
 
