@@ -326,3 +326,17 @@ def test_a_pull_process_sends_the_same_segments_and_the_same_replies_as_the_brok
         )
     finally:
         broker.stop()
+
+
+def test_an_unreadable_segments_file_is_started_afresh_and_packed_again(tmp_path):
+    sizes = {0: MAX_PULL + 1}
+    fill(tmp_path / "data", sizes)
+    (tmp_path / "data" / SEGMENTS_FILE).write_bytes(b"not a database" * 1000)
+    broker = BrokerThread(broker_settings(tmp_path / "data", topics=()))
+    try:
+        wait_packed(tmp_path / "data", whole_segments(sizes))
+        with PullConsumer(group="g", broker=broker.address) as consumer:
+            table = consumer.pull_table("t", queue_id=0, offset=0, max_messages=MAX_PULL)
+            assert rows_of(table.messages) == consumer.pull("t", queue_id=0, offset=0, max_messages=MAX_PULL).messages
+    finally:
+        broker.stop()

@@ -18,11 +18,14 @@ knows nothing of what a segment's bytes are: ``Encode`` is the serving front end
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 from broker.model import Packed, QueueColumns
+
+log = logging.getLogger(__name__)
 
 SEGMENTS_FILE = "segments.db"
 # A segment's messages and the offset after them → the bytes a pull starting at the first sends.
@@ -46,11 +49,27 @@ CREATE TABLE IF NOT EXISTS segments (
 
 def create(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the segments file; the connection keeps its WAL open for the
-    read-only connections of pull processes."""
+    read-only connections of pull processes. A file SQLite cannot read is derived data: it is
+    replaced by an empty one, to be packed again."""
+    try:
+        return _open(path)
+    except sqlite3.DatabaseError as exc:
+        log.warning("%s is unreadable (%s): starting it afresh; the packer packs the queues again", path, exc)
+        for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            stale.unlink(missing_ok=True)
+        return _open(path)
+
+
+def _open(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect on a new file only
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(DDL)
+    try:
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect on a new file only
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(DDL)
+        conn.execute("SELECT topic, queue_id, first, count, last_id, last_stored, data FROM segments LIMIT 0")
+    except sqlite3.DatabaseError:
+        conn.close()
+        raise
     return conn
 
 
