@@ -16,6 +16,7 @@ from broker.app import Broker
 from broker.config import Settings
 from broker.model import Topic
 from broker.store import DB_FILE
+from broker.store.segments import SEGMENTS_FILE
 from producer_sdk import LocalTransactionState, TransactionListener
 
 T = TypeVar("T")
@@ -89,11 +90,19 @@ def topic_rows(data_dir: Path, topic: str) -> list[tuple[str, int, int, bytes]]:
 
 
 def store_snapshot(data_dir: Path) -> dict[str, list[Any]]:
-    """Every row of every table the store holds, to show that a refused request changed nothing."""
-    with sqlite3.connect(data_dir / DB_FILE) as conn:
+    """Every row of every table the store holds, and of the segments file's (``segments.db:``),
+    to show that a refused request changed nothing."""
+    snapshot = _tables(data_dir / DB_FILE, "")
+    assert {"messages", "transactions", "checks", "deliveries", "consumer_offsets"} <= set(snapshot)
+    if (data_dir / SEGMENTS_FILE).exists():
+        snapshot |= _tables(data_dir / SEGMENTS_FILE, f"{SEGMENTS_FILE}:")
+    return snapshot
+
+
+def _tables(path: Path, prefix: str) -> dict[str, list[Any]]:
+    with sqlite3.connect(path) as conn:
         tables = [name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        assert {"messages", "transactions", "checks", "deliveries", "consumer_offsets"} <= set(tables)
-        return {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr) for table in tables}
+        return {prefix + table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr) for table in tables}
 
 
 def wait_until(predicate: Any, timeout: float = 10.0, interval: float = 0.01) -> None:

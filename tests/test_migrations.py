@@ -49,6 +49,7 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
             "queue_floors": [],
             "transactions": transactions,
             "committed_batches": [],
+            "segments.db:segments": [],  # the broker's packer finds no queue with a whole segment
         }
         with PullConsumer(group="audit", broker=broker.address) as consumer:
             assert consumer.committed_offsets("orders") == {0: 2}
