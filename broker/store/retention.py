@@ -68,7 +68,10 @@ class RetentionStore(StoreBase):
         """The lowest store offset whose message was stored at or after ``cutoff_ms``: every
         message below it is older (one past the newest when all are)."""
         conn = self._reader()
-        low, high = conn.execute("SELECT MIN(store_offset), MAX(store_offset) + 1 FROM messages").fetchone()
+        # Two subqueries: SQLite answers a lone MIN or MAX from the key, but scans for both together.
+        low, high = conn.execute(
+            "SELECT (SELECT MIN(store_offset) FROM messages), (SELECT MAX(store_offset) + 1 FROM messages)"
+        ).fetchone()
         if high is None:
             return 0
         while low < high:
