@@ -10,6 +10,7 @@ import json
 import random
 import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from hashlib import md5
@@ -22,7 +23,7 @@ from pyspark.sql import functions
 
 from broker.errors import HiddenTopic
 from broker.grpc_api.convert import columns_to_pb, segment_to_pb
-from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, PullBatch
+from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, PullBatch, Topic
 from broker.packer import INTERVAL
 from broker.store import Store
 from broker.store.segments import SEGMENTS_FILE
@@ -339,4 +340,50 @@ def test_an_unreadable_segments_file_is_started_afresh_and_packed_again(tmp_path
             table = consumer.pull_table("t", queue_id=0, offset=0, max_messages=MAX_PULL)
             assert rows_of(table.messages) == consumer.pull("t", queue_id=0, offset=0, max_messages=MAX_PULL).messages
     finally:
+        broker.stop()
+
+
+def test_pulls_stay_exact_while_messages_arrive_segments_are_packed_and_retention_deletes(tmp_path):
+    """Everything at once on a real broker: sends, the packer, retention (2 s) sweeping every
+    0.5 s, and a reader that pulls columns from offset 0 on, among the oldest messages, where
+    retention deletes. Every message it reads is the one sent
+    with that id, offsets run on without a gap unless retention took them, and a pull below the
+    low offset is OUT_OF_RANGE, never a stale answer."""
+    broker = BrokerThread(broker_settings(tmp_path / "data", topics=(Topic("t", 1),), retention=2))
+    sent: dict[str, bytes] = {}
+    stop = threading.Event()
+
+    def produce() -> None:
+        rng = random.Random(3)
+        with Producer(broker=broker.address) as producer:
+            while not stop.is_set():
+                batch = [SdkMessage(topic="t", body=rng.randbytes(rng.randint(0, 2000))) for _ in range(300)]
+                sent.update((m.message_id, m.body) for m in batch)
+                producer.send_batch(batch)
+
+    try:
+        producer_thread = threading.Thread(target=produce)
+        producer_thread.start()
+        time.sleep(4)  # the reader starts from offset 0, which retention has deleted by then
+        read, offset, out_of_range = 0, 0, 0
+        deadline = time.monotonic() + 6
+        with PullConsumer(group="g", broker=broker.address) as consumer:
+            while time.monotonic() < deadline:
+                try:
+                    table = consumer.pull_table("t", queue_id=0, offset=offset, max_messages=MAX_PULL)
+                except OffsetOutOfRange:
+                    low = consumer.queue_offsets("t")[0][0]
+                    assert low > offset, "out of range, yet the offset is still in the queue"
+                    offset, out_of_range = low, out_of_range + 1
+                    continue
+                rows = table.messages.to_pydict()
+                assert rows["queue_offset"] == list(range(offset, offset + table.messages.num_rows))
+                assert all(sent[i] == body for i, body in zip(rows["message_id"], rows["body"], strict=True))
+                read += table.messages.num_rows
+                offset = table.next_offset
+        stop.set()
+        producer_thread.join()
+        assert read > 2 * MAX_PULL and len(segments(tmp_path / "data")) > 0 and out_of_range > 0
+    finally:
+        stop.set()
         broker.stop()
