@@ -107,6 +107,13 @@ def raw_pull_columns(address: str, topic: str, queue_id: int, offset: int, max_m
         return reply
 
 
+def assert_first_pulls_agree(address: str) -> None:
+    """A columnar pull of queue 0 from offset 0 returns what the row pull returns."""
+    with PullConsumer(group="g", broker=address) as consumer:
+        table = consumer.pull_table("t", queue_id=0, offset=0, max_messages=MAX_PULL)
+        assert rows_of(table.messages) == consumer.pull("t", queue_id=0, offset=0, max_messages=MAX_PULL).messages
+
+
 def stored_segment(data_dir: Path, queue_id: int, first: int) -> bytes:
     with sqlite3.connect(data_dir / SEGMENTS_FILE) as conn:
         (data,) = conn.execute(
@@ -234,9 +241,7 @@ def test_segments_of_another_store_file_are_never_served_and_are_packed_again(tm
     try:
         wait_until(lambda: stored_segment(tmp_path / "data", 0, 0) != stale, timeout=30)
         assert segments(tmp_path / "data") == whole_segments(sizes)
-        with PullConsumer(group="g", broker=broker.address) as consumer:
-            table = consumer.pull_table("t", queue_id=0, offset=0, max_messages=MAX_PULL)
-            assert rows_of(table.messages) == consumer.pull("t", queue_id=0, offset=0, max_messages=MAX_PULL).messages
+        assert_first_pulls_agree(broker.address)
     finally:
         broker.stop()
 
@@ -277,9 +282,7 @@ def test_with_segments_off_nothing_is_packed_and_what_was_is_dropped(tmp_path):
                 producer.send_batch([SdkMessage(topic="t", body=b"x") for _ in range(MAX_PULL)])
         time.sleep(3 * INTERVAL)  # rounds a packer would have made
         assert segments(tmp_path / "data") == []
-        with PullConsumer(group="g", broker=broker.address) as consumer:
-            table = consumer.pull_table("t", queue_id=0, offset=0, max_messages=MAX_PULL)
-            assert rows_of(table.messages) == consumer.pull("t", queue_id=0, offset=0, max_messages=MAX_PULL).messages
+        assert_first_pulls_agree(broker.address)
     finally:
         broker.stop()
 
@@ -336,9 +339,7 @@ def test_an_unreadable_segments_file_is_started_afresh_and_packed_again(tmp_path
     broker = BrokerThread(broker_settings(tmp_path / "data", topics=()))
     try:
         wait_packed(tmp_path / "data", whole_segments(sizes))
-        with PullConsumer(group="g", broker=broker.address) as consumer:
-            table = consumer.pull_table("t", queue_id=0, offset=0, max_messages=MAX_PULL)
-            assert rows_of(table.messages) == consumer.pull("t", queue_id=0, offset=0, max_messages=MAX_PULL).messages
+        assert_first_pulls_agree(broker.address)
     finally:
         broker.stop()
 
