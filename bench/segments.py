@@ -115,7 +115,7 @@ def main() -> None:
     asyncio.run(fill(data, args.messages, os.urandom(1024)))
     conn = sqlite3.connect(f"file:{data / DB_FILE}?mode=ro", uri=True)
     conn.execute(f"PRAGMA mmap_size={READ_MMAP_BYTES}")
-    segments = sqlite3.connect(data / "segments.db")
+    segments = sqlite3.connect(data / "bench-segments.db")  # not the broker's own segments.db, which fill() made
     began = time.perf_counter()
     pack(conn, segments, 4, args.segment)
     per_queue = args.messages // 4
