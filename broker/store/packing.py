@@ -6,14 +6,14 @@ from __future__ import annotations
 from broker.model import MAX_PULL, PULL_BYTES, check_data_topic
 from broker.store.base import StoreBase
 from broker.store.reads import queue_range_of, read_columns_of
-from broker.store.segments import Encode
+from broker.store.segments import LAST_ROW, PACKED_FROM, Encode
 from broker.store.sql import translated
 
 # The first segment of a queue whose last message is not the one it was packed from.
+# (No row there leaves the test NULL, which ``IS NOT 1`` counts as stale too.)
 _FIRST_STALE = (
-    "SELECT MIN(s.first) FROM segments.segments s LEFT JOIN messages m ON m.topic = s.topic"
-    " AND m.queue_id = s.queue_id AND m.queue_offset = s.first + s.count - 1 WHERE s.topic = ? AND s.queue_id = ?"
-    " AND (m.message_id IS NOT s.last_id OR m.store_timestamp IS NOT s.last_stored)"
+    f"SELECT MIN(s.first) FROM segments.segments s LEFT JOIN messages m ON {LAST_ROW}"
+    f" WHERE s.topic = ? AND s.queue_id = ? AND ({PACKED_FROM}) IS NOT 1"
 )
 
 

@@ -47,6 +47,12 @@ CREATE TABLE IF NOT EXISTS segments (
 """
 
 
+# A segment ``s`` and the store's row ``m`` at its last offset; the segment is valid while that row
+# is the message it was packed from.
+LAST_ROW = "m.topic = s.topic AND m.queue_id = s.queue_id AND m.queue_offset = s.first + s.count - 1"
+PACKED_FROM = "m.message_id = s.last_id AND m.store_timestamp = s.last_stored"
+
+
 def create(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the segments file; the connection keeps its WAL open for the
     read-only connections of pull processes. A file SQLite cannot read is derived data: it is
@@ -98,8 +104,7 @@ def packed_at(conn: sqlite3.Connection, topic: str, queue_id: int, offset: int, 
     if first < offset or count > limit:
         return first + count
     valid = conn.execute(
-        "SELECT s.data FROM segments.segments s JOIN messages m ON m.topic = s.topic AND m.queue_id = s.queue_id"
-        " AND m.queue_offset = s.first + s.count - 1 AND m.message_id = s.last_id AND m.store_timestamp = s.last_stored"
+        f"SELECT s.data FROM segments.segments s JOIN messages m ON {LAST_ROW} AND {PACKED_FROM}"
         " WHERE s.topic = ? AND s.queue_id = ? AND s.first = ?",
         (topic, queue_id, first),
     ).fetchone()
