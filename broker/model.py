@@ -101,11 +101,10 @@ class QueueColumns:
 
 @dataclass(frozen=True)
 class Packed:
-    """Consecutive messages of one queue from ``first_offset`` on, ``count`` of them, in the form
-    the front end that serves them packed them in (``broker.store.segments``)."""
+    """``count`` consecutive messages of one queue, in the form the front end that serves them
+    packed them in (``broker.store.segments``)."""
 
     data: bytes
-    first_offset: int
     count: int
 
     def __len__(self) -> int:

@@ -23,12 +23,6 @@ from broker.model import (
 from broker.store.reads import QueueReader
 
 
-def _first_offset(messages: list[StoredMessage] | QueueColumns | Packed) -> int:
-    if isinstance(messages, Packed):
-        return messages.first_offset
-    return messages.queue_offsets[0] if isinstance(messages, QueueColumns) else messages[0].queue_offset
-
-
 class PullService:
     """Read real topics' queues by offset; system topics are refused."""
 
@@ -61,9 +55,11 @@ class PullService:
             raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
         messages, (low, high) = await self._reads.query(
             lambda: (read(topic, queue_id, offset, max_messages, PULL_BYTES), self._reads.queue_range(topic, queue_id))
-        )  # one trip to a reader thread for both, the read first: an empty read below ``low`` lost its messages
-        # A segment outlives the rows retention deleted from its front.
-        if (_first_offset(messages) if len(messages) else low) > offset or offset < low:
+        )  # one trip to a reader thread for both, the read first
+        # ``low`` is read after the messages, and retention deletes a queue's oldest messages only:
+        # a read from below it found nothing at ``offset``, or a segment that outlived the rows
+        # deleted from its front.
+        if offset < low:
             raise OffsetOutOfRange(
                 f"offset {offset} of {topic}/{queue_id} is below the queue's low offset {low}: retention deleted"
                 f" those messages; pull from {low} on"

@@ -111,4 +111,4 @@ def packed_at(conn: sqlite3.Connection, topic: str, queue_id: int, offset: int, 
     if valid is None:
         return None
     data: bytes = valid[0]
-    return Packed(data, first, count)
+    return Packed(data, count)
