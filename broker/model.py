@@ -27,7 +27,6 @@ HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 DISCARD_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 SYSTEM_TOPICS = (HALF_TOPIC, OP_TOPIC, DISCARD_TOPIC)
-OP_TAG = "d"
 # Properties the broker adds to a half message; never shown to producers or consumers.
 SYSTEM_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "PGROUP", "__transactionId__", "UNIQ_KEY")
 

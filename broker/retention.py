@@ -125,10 +125,7 @@ class RetentionService:
         two-phase batches committed before ``transactions_cutoff``: a step per write job, all
         queues' steps in the same group commit."""
         store = self._store
-        bounds = {
-            cutoff: await store.query(store.store_offset_at, cutoff)
-            for cutoff in {*cutoffs.values(), *([transactions_cutoff] if transactions_cutoff else [])}
-        }
+        bounds = {cutoff: await store.query(store.store_offset_at, cutoff) for cutoff in set(cutoffs.values())}
         swept = Swept()
         queues = [
             (name, queue_id, bounds[cutoff])
@@ -141,9 +138,11 @@ class RetentionService:
             swept.messages += sum(counts)
             queues = [queue for queue, count in zip(queues, counts, strict=True) if count == STEP]
         if transactions_cutoff is not None:
-            while count := await store.expire_transactions(transactions_cutoff, bounds[transactions_cutoff], STEP):
+            while count := await store.expire_transactions(transactions_cutoff, STEP):
                 swept.transactions += count
                 if count < STEP:
                     break
+            while await store.expire_ops(transactions_cutoff, STEP) == STEP:
+                pass
             await store.expire_batches(transactions_cutoff)
         return swept

@@ -89,6 +89,18 @@ def topic_rows(data_dir: Path, topic: str) -> list[tuple[str, int, int, bytes]]:
         ).fetchall()
 
 
+def half_log(data_dir: Path) -> list[tuple[int, str, bytes]]:
+    """(half offset, message_id, body) of every half message in the half log, read from the file."""
+    with sqlite3.connect(data_dir / DB_FILE) as conn:
+        return conn.execute("SELECT half_offset, message_id, body FROM transactions ORDER BY half_offset").fetchall()
+
+
+def op_log(data_dir: Path) -> list[tuple[int, int]]:
+    """(op offset, half offset) of every record in the op log, read from the file."""
+    with sqlite3.connect(data_dir / DB_FILE) as conn:
+        return conn.execute("SELECT op_offset, half_offset FROM op_log ORDER BY op_offset").fetchall()
+
+
 def store_snapshot(data_dir: Path) -> dict[str, list[Any]]:
     """Every row of every table the store holds, and of the segments file's (``segments.db:``),
     to show that a refused request changed nothing."""

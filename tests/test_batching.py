@@ -13,7 +13,7 @@ from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import AsyncTransactionProducer, LocalTransactionState, Message, Producer, TopicNotFound
 from producer_sdk._batcher import Batcher
 from producer_sdk.errors import HalfmqError, InvalidArgument
-from tests.support import ScriptedListener, store_snapshot, topic_rows
+from tests.support import ScriptedListener, half_log, op_log, store_snapshot, topic_rows
 
 
 def outcome(o):
@@ -110,8 +110,8 @@ def test_an_item_repeated_within_one_batch_sees_the_items_before_it(broker):
     assert [o.result.already_resolved for o in ends.outcomes[:3]] == [False, True, False]
     data_dir = broker.broker.settings.data_dir
     assert sorted(r[0] for r in topic_rows(data_dir, "orders")) == ["r-1", "r-3"]
-    assert len(topic_rows(data_dir, "RMQ_SYS_TRANS_HALF_TOPIC")) == 3
-    assert len(topic_rows(data_dir, "RMQ_SYS_TRANS_OP_HALF_TOPIC")) == 3
+    assert len(half_log(data_dir)) == 3
+    assert len(op_log(data_dir)) == 3
     totals = broker.broker.metrics.totals()
     assert (totals["committed"], totals["rolled_back"]) == (2, 1)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from broker.errors import StorageFailure
+from broker.model import HALF_TOPIC, OP_TOPIC, SYSTEM_PROPERTIES, Message, Resolution
 from broker.store import Store
 from broker.store.base import DB_FILE
 from broker.store.schema import VERSION
@@ -17,6 +19,10 @@ from producer_sdk import PullConsumer
 from tests.support import BrokerThread, broker_settings, store_snapshot
 
 V1_STORE = Path(__file__).parent / "fixtures" / "v1-store.db"
+
+
+def user_properties(properties: str) -> dict[str, str]:
+    return {k: v for k, v in json.loads(properties).items() if k not in SYSTEM_PROPERTIES}
 
 
 def pragmas(data_dir: Path) -> tuple[int, int]:
@@ -41,21 +47,41 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
         assert pragmas(v1_dir) == (VERSION, 2)  # 2: incremental auto-vacuum
         # v3: every topic follows the broker's retention; no queue was emptied by retention yet.
         # v4: no transaction belongs to a two-phase batch, and no batch was committed.
+        # v5: each half message is in its transaction's row, with the producer's properties only;
+        # each op record is in the op log; both logs' next offsets are kept as floors.
         topics = [(*row, None) for row in before.pop("topics")]
-        transactions = [(*row, None) for row in before.pop("transactions")]
-        assert store_snapshot(v1_dir) == {
+        logs = {HALF_TOPIC: [], OP_TOPIC: []}
+        for row in before["messages"]:
+            logs.get(row[1], []).append(row)
+        halves = {row[3]: row for row in logs[HALF_TOPIC]}
+        transactions = [(*row, None, *halves[row[1]][6:8], user_properties(halves[row[1]][8]), *halves[row[1]][9:11])
+                        for row in before.pop("transactions")]  # fmt: skip
+        after = store_snapshot(v1_dir)
+        after["transactions"] = [(*row[:16], user_properties(row[16]), *row[17:]) for row in after["transactions"]]
+        assert after == {
             **before,
+            "messages": [row for row in before["messages"] if row[1] not in logs],
             "topics": topics,
-            "queue_floors": [],
-            "transactions": transactions,
+            "queue_floors": sorted([(topic, 0, max(r[3] for r in rows) + 1) for topic, rows in logs.items()], key=repr),
+            "transactions": sorted(transactions, key=repr),
+            "op_log": sorted([(r[3], int(r[9]), r[11]) for r in logs[OP_TOPIC]], key=repr),
             "committed_batches": [],
             "segments.db:segments": [],  # the broker's packer finds no queue with a whole segment
         }
+        assert len(logs[HALF_TOPIC]) == 4 and len(logs[OP_TOPIC]) == 2
         with PullConsumer(group="audit", broker=broker.address) as consumer:
             assert consumer.committed_offsets("orders") == {0: 2}
             bodies = sorted(m.body for q in (0, 1) for m in consumer.pull("orders", queue_id=q, offset=0).messages)
         assert bodies == sorted([f"normal-{i}".encode() for i in range(6)] + [b"txn-0"])
         assert broker.broker.store.pending_count() == 2
+        # A half message moved by v5 commits as it was sent, and the half log goes on where it was.
+        core = broker.broker
+        broker.run(core.transactions.operator_end(f"{2:032x}", Resolution.COMMIT))
+        with PullConsumer(group="audit", broker=broker.address) as consumer:
+            message = consumer.pull("orders", queue_id=0, offset=0).messages[-1]
+        assert (message.body, message.message_id, message.properties) == (b"txn-2", "t-2", {})
+        (fresh,) = broker.run(core.transactions.prepare_many([(Message("orders", b"new", "t-new"), "g")]))
+        assert fresh.half_offset == 4, "the half log's next offset, none reused"
     finally:
         broker.stop()
     assert pragmas(v1_dir) == (VERSION, 2), "a second open finds nothing to do"

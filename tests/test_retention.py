@@ -16,7 +16,7 @@ import pytest
 
 from broker.clock import to_ms
 from broker.errors import StaleReceiptHandle
-from broker.model import DISCARD_TOPIC, HALF_TOPIC, OP_TOPIC, Message, Resolution, Source, Topic
+from broker.model import DISCARD_TOPIC, Message, Resolution, Source, Topic
 from broker.store import Flush
 from broker.store.base import DB_FILE
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -122,9 +122,8 @@ def test_pending_half_messages_survive_retention_and_resolved_transactions_leave
         assert {row[0] for row in after["transactions"]} == pending
         assert after["transactions"] == [row for row in before["transactions"] if row[0] in pending], "untouched"
         assert after["checks"] == [row for row in before["checks"] if row[0] in pending]
-        halves = [row for row in before["messages"] if row[1] == HALF_TOPIC and row[5] in pending]
-        assert [row for row in after["messages"] if row[1] == HALF_TOPIC] == halves
-        assert [row for row in after["messages"] if row[1] in (OP_TOPIC, DISCARD_TOPIC, "orders")] == []
+        assert len(before["op_log"]) == 20 + 5 + 1 and after["op_log"] == [], "every resolution's op record"
+        assert [row for row in after["messages"] if row[1] in (DISCARD_TOPIC, "orders")] == []
         floors = ranges(broker)
         assert sum(low for low, _ in floors.values()) == 10 and all(low == high for low, high in floors.values())
         # A pending transaction still commits: its half message is there to copy, at a fresh offset.
@@ -132,6 +131,31 @@ def test_pending_half_messages_survive_retention_and_resolved_transactions_leave
         committed = [row for row in store_snapshot(data)["messages"] if row[1] == "orders"]
         assert [(row[4], row[9]) for row in committed] == [("id25", b"25")]
         assert committed[0][3] == floors[committed[0][2]][0], "the queue's next offset, not a reused one"
+    finally:
+        broker.stop()
+
+
+def test_the_half_and_op_logs_emptied_by_retention_never_reuse_an_offset(tmp_path, clock):
+    settings = broker_settings(tmp_path / "data", retention=60)
+    broker = BrokerThread(settings, clock)
+    try:
+        messages = [(Message(topic="orders", body=b"%d" % i, message_id=f"r-{i}"), "g") for i in range(3)]
+        for txn in broker.run(broker.broker.transactions.prepare_many(messages)):
+            broker.run(broker.broker.transactions.end(txn.transaction_id, "g", Resolution.ROLLBACK, Source.CLIENT))
+        clock.advance(61)
+        assert sweep(broker).transactions == 3
+        assert {table: len(rows) for table, rows in store_snapshot(settings.data_dir).items()
+                if table in ("transactions", "op_log")} == {"transactions": 0, "op_log": 0}  # fmt: skip
+    finally:
+        broker.stop()
+    broker = BrokerThread(settings, clock)  # the next offsets survive a restart, with no row left to show them
+    try:
+        (txn,) = broker.run(
+            broker.broker.transactions.prepare_many([(Message(topic="orders", body=b"new", message_id="r-new"), "g")])
+        )
+        assert txn.half_offset == 3
+        broker.run(broker.broker.transactions.end(txn.transaction_id, "g", Resolution.COMMIT, Source.CLIENT))
+        assert store_snapshot(settings.data_dir)["op_log"] == [(3, 3, to_ms(clock()))]
     finally:
         broker.stop()
 
@@ -183,7 +207,7 @@ def test_a_store_under_steady_load_stays_bounded_with_a_short_retention(tmp_path
         lows = broker.broker.store.low_offsets()
         assert sum(lows[("orders", q)] for q in range(4)) > TXNS // 2, "the queues' low offsets moved up"
         left = counts(data)
-        assert left["transactions"] < TXNS // 2 and left.get(HALF_TOPIC, 0) < TXNS // 2
+        assert left["transactions"] < TXNS // 2
         assert broker.broker.metrics.totals()["committed"] == TXNS
         time.sleep(2.5)  # past the retention: everything goes, and the file hands its pages back
         broker.run(broker.broker.retention.sweep())

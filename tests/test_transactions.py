@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from broker.model import HALF_TOPIC, OP_TOPIC, TransactionState
+from broker.model import TransactionState
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import (
@@ -24,7 +24,7 @@ from producer_sdk import (
     TransactionProducer,
 )
 from producer_sdk import TransactionState as SdkState
-from tests.support import ScriptedListener, topic_rows, wait_until
+from tests.support import ScriptedListener, half_log, op_log, topic_rows, wait_until
 
 
 def committed_bodies(broker) -> list[bytes]:
@@ -53,7 +53,7 @@ def test_a_rolled_back_message_is_never_readable(broker):
         result = producer.send_message_in_transaction(Message(topic="orders", body=b"gone"))
     assert result.state is SdkState.ROLLED_BACK
     assert committed_bodies(broker) == []
-    assert len(topic_rows(broker.broker.settings.data_dir, OP_TOPIC)) == 1
+    assert len(op_log(broker.broker.settings.data_dir)) == 1
 
 
 def test_a_half_message_is_invisible_until_committed(broker):
@@ -61,7 +61,7 @@ def test_a_half_message_is_invisible_until_committed(broker):
         result = producer.send_message_in_transaction(Message(topic="orders", body=b"later"))
     assert result.state is SdkState.PENDING
     assert committed_bodies(broker) == []
-    assert len(topic_rows(broker.broker.settings.data_dir, HALF_TOPIC)) == 1
+    assert len(half_log(broker.broker.settings.data_dir)) == 1
 
 
 def test_an_exception_in_the_local_transaction_counts_as_unknown(broker):
@@ -106,7 +106,7 @@ def test_a_duplicate_end_transaction_leaves_one_copy(broker, stub):
     assert (first.state, first.already_resolved) == (pb.COMMITTED, False)
     assert (second.state, second.already_resolved) == (pb.COMMITTED, True)
     assert committed_bodies(broker) == [b"x"]
-    assert len(topic_rows(broker.broker.settings.data_dir, OP_TOPIC)) == 1
+    assert len(op_log(broker.broker.settings.data_dir)) == 1
 
 
 def test_a_conflicting_resolution_is_refused_naming_the_recorded_outcome(broker, stub):
@@ -132,7 +132,7 @@ def test_a_retried_half_send_with_the_same_message_id_is_stored_once(broker, stu
     first = prepare(stub, message_id="retry-1")
     second = prepare(stub, message_id="retry-1")
     assert (second.transaction_id, second.half_offset) == (first.transaction_id, first.half_offset)
-    assert len(topic_rows(broker.broker.settings.data_dir, HALF_TOPIC)) == 1
+    assert len(half_log(broker.broker.settings.data_dir)) == 1
     end(stub, first.transaction_id, pb.COMMIT)
     prepare(stub, message_id="retry-1")
     assert committed_bodies(broker) == [b"x"]

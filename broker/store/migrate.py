@@ -9,6 +9,9 @@ connection). ``PRAGMA user_version`` records the version; each migration runs on
   table comes with the DDL.
 - v4: two-phase batches (the Spark sink): ``transactions.batch_id``; the ``committed_batches``
   table comes with the DDL.
+- v5: the half and op logs leave ``messages``: each half message moves into its transaction's
+  row (its properties without the broker's), each op record into ``op_log``, and the next offset
+  of both logs is kept in ``queue_floors``, so none is reused. One SQLite transaction.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.errors import StorageFailure
-from broker.store.schema import DDL, VERSION
+from broker.model import HALF_TOPIC, OP_TOPIC, SYSTEM_PROPERTIES
+from broker.store.schema import DDL, HALF_COLUMNS, VERSION
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -41,10 +45,40 @@ def _transaction_batch(db: sqlite_utils.Database) -> None:
     db["transactions"].add_column("batch_id", int)  # type: ignore[union-attr]
 
 
+def _half_and_op_logs(db: sqlite_utils.Database) -> None:
+    conn = db.conn
+    conn.executescript(DDL)  # the tables that come with it: op_log, and queue_floors for a file older than v3
+    conn.execute("BEGIN IMMEDIATE")
+    for column, declared in HALF_COLUMNS:
+        conn.execute(f"ALTER TABLE transactions ADD COLUMN {column} {declared}")
+    removed = ", ".join(f"'$.{name}'" for name in SYSTEM_PROPERTIES)
+    conn.execute(
+        "UPDATE transactions SET keys = h.keys, tags = h.tags, properties = json_remove(h.properties, "
+        f"{removed}), body = h.body, born_timestamp = h.born_timestamp FROM messages h"
+        " WHERE h.topic = ? AND h.queue_id = 0 AND h.queue_offset = transactions.half_offset",
+        (HALF_TOPIC,),
+    )
+    conn.execute(
+        "INSERT INTO op_log (op_offset, half_offset, stored_at)"
+        " SELECT queue_offset, CAST(CAST(body AS TEXT) AS INTEGER), store_timestamp FROM messages WHERE topic = ?",
+        (OP_TOPIC,),
+    )
+    conn.execute(
+        "INSERT INTO queue_floors (topic, queue_id, next_offset) SELECT topic, 0, MAX(queue_offset) + 1 FROM messages"
+        " WHERE topic IN (?1, ?2) GROUP BY topic ON CONFLICT (topic, queue_id)"
+        " DO UPDATE SET next_offset = MAX(next_offset, excluded.next_offset)",
+        (HALF_TOPIC, OP_TOPIC),
+    )
+    conn.execute("DELETE FROM messages WHERE topic IN (?, ?)", (HALF_TOPIC, OP_TOPIC))
+    conn.execute("PRAGMA user_version = 5")
+    conn.execute("COMMIT")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     2: lambda db: _incremental_vacuum(db.conn),
     3: _topic_retention,
     4: _transaction_batch,
+    5: _half_and_op_logs,
 }
 
 

@@ -43,16 +43,29 @@ _EXPIRING = (
     " WHERE half_offset < ? AND state != ? AND resolved_at < ? ORDER BY half_offset LIMIT ?"
 )
 _DELETE_EXPIRING = (
-    f"DELETE FROM messages WHERE topic = '{HALF_TOPIC}' AND queue_id = 0"
-    " AND queue_offset IN (SELECT half_offset FROM temp.expiring)",
-    # One op record per resolution: "op-<half offset>", then ".<n>" for the n-th after a resume.
-    "WITH RECURSIVE ops (id, half_offset, n, resumes) AS ("
-    " SELECT 'op-' || half_offset, half_offset, 0, resumes FROM temp.expiring"
-    " UNION ALL SELECT 'op-' || half_offset || '.' || (n + 1), half_offset, n + 1, resumes FROM ops WHERE n < resumes)"
-    f" DELETE FROM messages WHERE topic = '{OP_TOPIC}' AND message_id IN (SELECT id FROM ops)",
     "DELETE FROM checks WHERE transaction_id IN (SELECT transaction_id FROM temp.expiring WHERE checked)",
     "DELETE FROM transactions WHERE transaction_id IN (SELECT transaction_id FROM temp.expiring)",
 )
+
+
+def _first_at(conn: sqlite3.Connection, log: str, key: str, stamp: str, cutoff_ms: int) -> int:
+    """The lowest ``key`` of the ``log`` table whose row was stored (``stamp``) at or after
+    ``cutoff_ms``, one past the newest when all are older: a binary search over a key that
+    grows with time."""
+    # Two subqueries: SQLite answers a lone MIN or MAX from the key, but scans for both together.
+    low, high = conn.execute(f"SELECT (SELECT MIN({key}) FROM {log}), (SELECT MAX({key}) + 1 FROM {log})").fetchone()
+    if high is None:
+        return 0
+    while low < high:
+        middle = (low + high) // 2
+        found, stored_at = conn.execute(
+            f"SELECT {key}, {stamp} FROM {log} WHERE {key} >= ? ORDER BY {key} LIMIT 1", (middle,)
+        ).fetchone()
+        if stored_at < cutoff_ms:
+            low = found + 1
+        else:
+            high = middle
+    return int(low)
 
 
 def _free_pages_over_a_quarter(conn: sqlite3.Connection) -> int:
@@ -67,31 +80,22 @@ class RetentionStore(StoreBase):
     def store_offset_at(self, cutoff_ms: int) -> int:
         """The lowest store offset whose message was stored at or after ``cutoff_ms``: every
         message below it is older (one past the newest when all are)."""
-        conn = self._reader()
-        # Two subqueries: SQLite answers a lone MIN or MAX from the key, but scans for both together.
-        low, high = conn.execute(
-            "SELECT (SELECT MIN(store_offset) FROM messages), (SELECT MAX(store_offset) + 1 FROM messages)"
-        ).fetchone()
-        if high is None:
-            return 0
-        while low < high:
-            middle = (low + high) // 2
-            offset, stored_at = conn.execute(
-                "SELECT store_offset, store_timestamp FROM messages WHERE store_offset >= ?"
-                " ORDER BY store_offset LIMIT 1",
-                (middle,),
-            ).fetchone()
-            if stored_at < cutoff_ms:
-                low = offset + 1
-            else:
-                high = middle
-        return int(low)
+        return _first_at(self._reader(), "messages", "store_offset", "store_timestamp", cutoff_ms)
 
     @translated
     def oldest_stored_at(self) -> int | None:
-        """When the oldest message still in the store was stored (broker milliseconds)."""
-        row = self._reader().execute("SELECT store_timestamp FROM messages ORDER BY store_offset LIMIT 1").fetchone()
-        return None if row is None else int(row[0])
+        """When the oldest message still in the store, half messages included, was stored (broker
+        milliseconds)."""
+        conn = self._reader()
+        oldest = [
+            row[0]
+            for row in (
+                conn.execute("SELECT store_timestamp FROM messages ORDER BY store_offset LIMIT 1").fetchone(),
+                conn.execute("SELECT half_stored_at FROM transactions ORDER BY half_offset LIMIT 1").fetchone(),
+            )
+            if row is not None
+        ]
+        return min(oldest, default=None)
 
     async def expire_queue(self, topic: str, queue_id: int, bound: int, limit: int) -> int:
         """Delete the oldest messages of a queue whose store offset is below ``bound``, at most
@@ -116,26 +120,40 @@ class RetentionStore(StoreBase):
 
         return await self._writer.run(work)
 
-    async def expire_transactions(self, cutoff_ms: int, bound: int, limit: int) -> int:
-        """Delete up to ``limit`` transactions resolved before ``cutoff_ms`` whose half message's
-        store offset is below ``bound``: the record, the half message, its op records and its
-        check history. PENDING transactions are never touched. Return how many."""
+    async def expire_transactions(self, cutoff_ms: int, limit: int) -> int:
+        """Delete up to ``limit`` transactions resolved before ``cutoff_ms`` whose half message
+        was stored before it (found by a binary search over the half log; a transaction resumed
+        since counts from its resume): the row, half message included, and its check history.
+        PENDING transactions are never touched. Return how many."""
 
         def work(conn: sqlite3.Connection) -> int:
-            _, first_kept, high = conn.execute(_QUEUE_SPLIT, (HALF_TOPIC, 0, bound)).fetchone()
-            if high is None:
-                return 0
+            bound = _first_at(conn, "transactions", "half_offset", "half_stored_at", cutoff_ms)
             conn.execute(_EXPIRING_TABLE)
             conn.execute("DELETE FROM temp.expiring")
-            expired = conn.execute(
-                _EXPIRING,
-                (high if first_kept is None else first_kept, TransactionState.PENDING.value, cutoff_ms, limit),
-            ).rowcount
+            expired = conn.execute(_EXPIRING, (bound, TransactionState.PENDING.value, cutoff_ms, limit)).rowcount
             if expired:
                 for statement in _DELETE_EXPIRING:
                     conn.execute(statement)
-                conn.executemany(_RAISE_FLOOR, [(t, 0, self._tails.next(t, 0)) for t in (HALF_TOPIC, OP_TOPIC)])
+                conn.execute(_RAISE_FLOOR, (HALF_TOPIC, 0, self._tails.next(HALF_TOPIC, 0)))
             return int(expired)
+
+        return await self._writer.run(work)
+
+    async def expire_ops(self, cutoff_ms: int, limit: int) -> int:
+        """Delete the op log's oldest records stored before ``cutoff_ms``, at most ``limit`` of
+        them; return how many. The op log is a record for operators (the transactions' state is
+        kept in their rows), so it is kept by age, as RocketMQ keeps its logs."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            bound = _first_at(conn, "op_log", "op_offset", "stored_at", cutoff_ms)
+            deleted = conn.execute(
+                "DELETE FROM op_log WHERE op_offset IN (SELECT op_offset FROM op_log WHERE op_offset < ?"
+                " ORDER BY op_offset LIMIT ?)",
+                (bound, limit),
+            ).rowcount
+            if deleted:
+                conn.execute(_RAISE_FLOOR, (OP_TOPIC, 0, self._tails.next(OP_TOPIC, 0)))
+            return int(deleted)
 
         return await self._writer.run(work)
 

@@ -3,9 +3,22 @@
 
 from __future__ import annotations
 
-VERSION = 4
+VERSION = 5
 
-DDL = """
+# The half message's columns of a ``transactions`` row. Its properties are the producer's only:
+# the broker's (REAL_TOPIC and the rest) are the row's other columns. Defaults so that v5's
+# migration can add them.
+HALF_COLUMNS = (
+    ("keys", "TEXT NOT NULL DEFAULT '[]'"),
+    ("tags", "TEXT NOT NULL DEFAULT ''"),
+    ("properties", "TEXT NOT NULL DEFAULT '{}'"),
+    ("body", "BLOB NOT NULL DEFAULT x''"),
+    ("born_timestamp", "INTEGER NOT NULL DEFAULT 0"),
+)
+
+_HALF_DDL = ",\n    ".join(f"{column} {declared}" for column, declared in HALF_COLUMNS)
+
+DDL = f"""
 CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY,
     queues INTEGER NOT NULL CHECK (queues > 0),
@@ -22,8 +35,9 @@ CREATE TABLE IF NOT EXISTS queue_floors (
     PRIMARY KEY (topic, queue_id)
 );
 
--- Every stored message of every topic, system topics included. AUTOINCREMENT so that a
--- store offset is never reused, even after the newest rows are gone.
+-- Every stored message of every topic but the half and op logs (kept in ``transactions`` and
+-- ``op_log``). AUTOINCREMENT so that a store offset is never reused, even after the newest rows
+-- are gone.
 CREATE TABLE IF NOT EXISTS messages (
     store_offset INTEGER PRIMARY KEY AUTOINCREMENT,
     topic TEXT NOT NULL,
@@ -39,13 +53,16 @@ CREATE TABLE IF NOT EXISTS messages (
     store_timestamp INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS messages_position ON messages (topic, queue_id, queue_offset);
--- One message id per topic: a retried send is stored once, a transaction's final message and
--- its op record (message id "op-<half offset>") can each exist only once, whatever the race.
+-- One message id per topic: a retried send is stored once, a transaction's final message can
+-- exist only once, whatever the race.
 CREATE UNIQUE INDEX IF NOT EXISTS messages_id ON messages (topic, message_id);
 
--- The half log minus the op log, kept up to date in the same SQLite transaction as both logs:
--- the check service reads only the PENDING rows through a partial index, so a round costs
--- O(pending), not O(history) (RocketMQ #1517).
+-- The half log (RMQ_SYS_TRANS_HALF_TOPIC, offset ``half_offset``): one row per half message,
+-- with the state of its transaction, which the op log's records change in the same SQLite
+-- transaction. The check service reads only the PENDING rows through a partial index, so a round
+-- costs O(pending), not O(history) (RocketMQ #1517). A half message is one row, not a message
+-- row beside a transaction row: a transaction writes two rows fewer, and its final message is
+-- copied from here.
 CREATE TABLE IF NOT EXISTS transactions (
     transaction_id TEXT PRIMARY KEY,
     half_offset INTEGER NOT NULL UNIQUE,
@@ -59,16 +76,28 @@ CREATE TABLE IF NOT EXISTS transactions (
     last_check_at INTEGER,
     resolved_at INTEGER,
     resolution_source TEXT,
-    -- How many times an operator resumed it after a discard (names its op records apart).
+    -- How many times an operator resumed it after a discard.
     resumes INTEGER NOT NULL DEFAULT 0,
     -- The two-phase batch of its producer group it was prepared in (PrepareBatch), else NULL.
-    batch_id INTEGER
+    batch_id INTEGER,
+    -- The half message as the producer sent it (HALF_COLUMNS).
+    {_HALF_DDL}
 );
 CREATE INDEX IF NOT EXISTS transactions_pending ON transactions (half_stored_at) WHERE state = 'PENDING';
 -- Each group's pending rows in age order: a round takes its share of every live group, so no
 -- group's backlog (orphaned or not) starves another.
 CREATE INDEX IF NOT EXISTS transactions_pending_group ON transactions (producer_group, half_stored_at)
     WHERE state = 'PENDING';
+
+-- The op log (RMQ_SYS_TRANS_OP_HALF_TOPIC): one record per resolution (RocketMQ's tag d, body =
+-- the half offset), in the SQLite transaction that resolves it. No index beside the offset: the
+-- writer appends a record only when it moves a transaction out of PENDING, so each is unique by
+-- construction, and retention deletes the log's oldest records by age.
+CREATE TABLE IF NOT EXISTS op_log (
+    op_offset INTEGER PRIMARY KEY,
+    half_offset INTEGER NOT NULL,
+    stored_at INTEGER NOT NULL
+);
 
 -- Batches committed by EndBatch, each recorded in the same SQLite transaction as its commits:
 -- a batch commits at most once, however often it is replayed.

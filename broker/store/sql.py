@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from broker.errors import StorageFailure, StorageFull
-from broker.model import HALF_TOPIC, SYSTEM_PROPERTIES, Message, StoredMessage, Topic, Transaction, TransactionState
+from broker.model import HALF_TOPIC, OP_TOPIC, Message, StoredMessage, Topic, Transaction, TransactionState
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -115,6 +115,14 @@ def row_to_transaction(row: Sequence[Any]) -> Transaction:
     )
 
 
+_QUEUE_NEXT = "SELECT MAX(queue_offset) + 1 FROM messages WHERE topic = :topic AND queue_id = :queue"
+# The half and op logs are tables of their own, whose offsets are their keys.
+_STORED_NEXT = {
+    HALF_TOPIC: "SELECT MAX(half_offset) + 1 FROM transactions",
+    OP_TOPIC: "SELECT MAX(op_offset) + 1 FROM op_log",
+}
+
+
 class QueueTails:
     """The next offset of every queue (offsets are dense from 0), kept in memory by the writer's
     thread instead of a MAX() per append. After anything is rolled back, ``reload`` reads them
@@ -127,11 +135,11 @@ class QueueTails:
     def reload(self, conn: sqlite3.Connection) -> None:
         queues = conn.execute("SELECT name, queues FROM topics").fetchall()
         self._next = {
-            (topic, queue_id): conn.execute(
-                "SELECT MAX(COALESCE((SELECT MAX(queue_offset) + 1 FROM messages WHERE topic = ?1 AND queue_id = ?2),"
-                " 0), COALESCE((SELECT next_offset FROM queue_floors WHERE topic = ?1 AND queue_id = ?2), 0))",
-                (topic, queue_id),
-            ).fetchone()[0]
+            (topic, queue_id): max(
+                conn.execute(_STORED_NEXT.get(topic, _QUEUE_NEXT), {"topic": topic, "queue": queue_id}).fetchone()[0]
+                or 0,
+                queue_floor(conn, topic, queue_id),
+            )
             for topic, count in queues
             for queue_id in range(count)
         }
@@ -198,6 +206,15 @@ def message_row(
     )
 
 
+HALF_COLUMNS_LIST = "keys, tags, properties, body, born_timestamp"
+
+
+def half_values(message: Message) -> tuple[object, ...]:
+    """The values of a transaction row's half message columns (``HALF_COLUMNS_LIST``)."""
+    return (_json_list(message.keys), message.tags, _json_object(message.properties), message.body,
+            message.born_timestamp)  # fmt: skip
+
+
 def rows_in(conn: sqlite3.Connection, query: str, values: Sequence[object], *params: object) -> list[Any]:
     """The rows of ``query``, whose ``IN ({})`` is filled with ``values`` (after ``params``), in
     as few statements as SQLite's parameter limit allows: one batch, one lookup."""
@@ -208,10 +225,6 @@ def rows_in(conn: sqlite3.Connection, query: str, values: Sequence[object], *par
     return rows
 
 
-# The producer's properties back from the half copy: system properties removed, then the extra ones set.
-_RESTORED_PROPERTIES = (
-    "json_patch(json_remove(h.properties, " + ", ".join(f"'$.{p}'" for p in SYSTEM_PROPERTIES) + "), p.extra)"
-)
 # What a group of copies will be, gathered first so that one statement copies them all.
 _COPY_PLAN = (
     "CREATE TEMP TABLE IF NOT EXISTS copy_plan (seq INTEGER PRIMARY KEY, topic TEXT NOT NULL,"
@@ -242,10 +255,10 @@ def copy_halves(
     copied = conn.execute(
         f"INSERT INTO messages ({MESSAGE_COLUMNS})"
         " SELECT p.topic, p.queue_id, p.queue_offset, h.message_id, h.transaction_id, h.keys, h.tags,"
-        f" {_RESTORED_PROPERTIES}, h.body, h.born_timestamp, ?"
-        " FROM temp.copy_plan p JOIN messages h ON h.topic = ? AND h.queue_id = 0 AND h.queue_offset = p.half_offset"
-        " ORDER BY p.seq",
-        (now_ms, HALF_TOPIC),
+        " CASE p.extra WHEN '{}' THEN h.properties ELSE json_patch(h.properties, p.extra) END,"
+        " h.body, h.born_timestamp, ?"
+        " FROM temp.copy_plan p JOIN transactions h ON h.half_offset = p.half_offset ORDER BY p.seq",
+        (now_ms,),
     )
     conn.execute("DELETE FROM temp.copy_plan")
     if copied.rowcount != len(copies):  # the job fails, and its offsets are given back with the rollback

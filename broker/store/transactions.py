@@ -16,7 +16,6 @@ from broker.errors import (
 from broker.model import (
     DISCARD_TOPIC,
     HALF_TOPIC,
-    OP_TAG,
     OP_TOPIC,
     CheckRecord,
     EndResult,
@@ -28,11 +27,10 @@ from broker.model import (
 )
 from broker.store.base import StoreBase
 from broker.store.sql import (
-    INSERT_MESSAGE,
-    MESSAGE_COLUMNS,
+    HALF_COLUMNS_LIST,
     TRANSACTION_COLUMNS,
     copy_halves,
-    message_row,
+    half_values,
     row_to_message,
     row_to_transaction,
     rows_in,
@@ -42,14 +40,12 @@ from broker.store.sql import (
 # What an item of a resolving batch may be refused with; it writes nothing, the rest carry on.
 _REFUSALS = (TransactionNotFound, ProducerGroupMismatch, ResolutionConflict)
 
+# A half message and its PENDING transaction: one row.
 _INSERT_TRANSACTION = (
     "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id, state,"
-    " half_stored_at, batch_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f" half_stored_at, batch_id, {HALF_COLUMNS_LIST}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-# An op record (tag d, body = the half offset), its constant columns written in the statement.
-_INSERT_OP = (
-    f"INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ('{OP_TOPIC}', 0, ?, ?, ?, '[]', '{OP_TAG}', '{{}}', ?, 0, ?)"
-)
+_INSERT_OP = "INSERT INTO op_log (op_offset, half_offset, stored_at) VALUES (?, ?, ?)"
 _RESOLVE = "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?"
 
 
@@ -100,7 +96,6 @@ class TransactionStore(StoreBase):
             )
         }
         results: list[Transaction | HalfmqError] = []
-        halves: list[tuple[object, ...]] = []
         records: list[tuple[object, ...]] = []
         for message, producer_group, queue_id, transaction_id in items:
             txn = known.get(message.message_id)
@@ -117,23 +112,13 @@ class TransactionStore(StoreBase):
                 )
                 continue
             half_offset = self._tails.take(HALF_TOPIC, 0)
-            properties = {
-                **message.properties,
-                "REAL_TOPIC": message.topic,
-                "REAL_QID": str(queue_id),
-                "PGROUP": producer_group,
-                "__transactionId__": transaction_id,
-                "UNIQ_KEY": message.message_id,
-            }
-            halves.append(message_row(HALF_TOPIC, 0, half_offset, message, transaction_id, properties, now_ms))
             pending = TransactionState.PENDING
             records.append((transaction_id, half_offset, message.message_id, producer_group, message.topic,
-                            queue_id, pending.value, now_ms, batch_id))  # fmt: skip
+                            queue_id, pending.value, now_ms, batch_id, *half_values(message)))  # fmt: skip
             txn = Transaction(transaction_id, producer_group, half_offset, message.topic, queue_id,
                               message.message_id, pending, 0, now_ms, None)  # fmt: skip
             known[message.message_id] = txn
             results.append(txn)
-        conn.executemany(INSERT_MESSAGE, halves)
         conn.executemany(_INSERT_TRANSACTION, records)
         return results
 
@@ -203,8 +188,7 @@ class TransactionStore(StoreBase):
         elif target is TransactionState.DISCARDED and not txn.resumes:  # discarded once: one copy kept
             extra = {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)}
             writes.copies.append((txn, DISCARD_TOPIC, 0, extra))
-        op_id = f"op-{txn.half_offset}" + (f".{txn.resumes}" if txn.resumes else "")
-        writes.ops.append((self._tails.take(OP_TOPIC, 0), op_id, transaction_id, str(txn.half_offset).encode(), now_ms))
+        writes.ops.append((self._tails.take(OP_TOPIC, 0), txn.half_offset, now_ms))
         writes.updates.append((target.value, now_ms, source, transaction_id))
         known[transaction_id] = replace(txn, state=target)
         return EndResult(state=target, already_resolved=False, half_stored_at=txn.half_stored_at)
@@ -296,16 +280,19 @@ class TransactionStore(StoreBase):
 
     @translated
     def half_message(self, txn: Transaction) -> StoredMessage:
-        """Return the half message of ``txn`` as the producer sent it (system properties kept)."""
-        row = (
+        """Return the half message of ``txn`` as RocketMQ stores it: in the half topic, with the
+        broker's properties (REAL_TOPIC, REAL_QID, PGROUP, __transactionId__, UNIQ_KEY) beside
+        the producer's."""
+        keys, tags, properties, body, born = (
             self._reader()
-            .execute(
-                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = 0 AND queue_offset = ?",
-                (HALF_TOPIC, txn.half_offset),
-            )
+            .execute(f"SELECT {HALF_COLUMNS_LIST} FROM transactions WHERE half_offset = ?", (txn.half_offset,))
             .fetchone()
         )
-        return row_to_message(row)
+        half = row_to_message((HALF_TOPIC, 0, txn.half_offset, txn.message_id, txn.transaction_id, keys, tags,
+                               properties, body, born, txn.half_stored_at))  # fmt: skip
+        system = {"REAL_TOPIC": txn.topic, "REAL_QID": str(txn.queue_id), "PGROUP": txn.producer_group,
+                  "__transactionId__": txn.transaction_id, "UNIQ_KEY": txn.message_id}  # fmt: skip
+        return replace(half, properties={**half.properties, **system})
 
     @translated
     def pending(
