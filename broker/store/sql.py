@@ -19,6 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from broker.errors import StorageFailure, StorageFull
 from broker.model import HALF_TOPIC, OP_TOPIC, Message, StoredMessage, Topic, Transaction, TransactionState
+from broker.store.schema import HALF_COLUMNS
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -206,7 +207,7 @@ def message_row(
     )
 
 
-HALF_COLUMNS_LIST = "keys, tags, properties, body, born_timestamp"
+HALF_COLUMNS_LIST = ", ".join(column for column, _ in HALF_COLUMNS)
 
 
 def half_values(message: Message) -> tuple[object, ...]:
