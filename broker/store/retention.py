@@ -33,13 +33,9 @@ _RAISE_FLOOR = (
 )
 # The transactions one job deletes, gathered in a temporary table so that each kind of row goes
 # in one statement, and no row passes through Python.
-_EXPIRING_TABLE = (
-    "CREATE TEMP TABLE IF NOT EXISTS expiring (transaction_id TEXT PRIMARY KEY, half_offset INTEGER NOT NULL,"
-    " resumes INTEGER NOT NULL, checked INTEGER NOT NULL)"
-)
+_EXPIRING_TABLE = "CREATE TEMP TABLE IF NOT EXISTS expiring (transaction_id TEXT PRIMARY KEY, checked INTEGER NOT NULL)"
 _EXPIRING = (
-    "INSERT INTO temp.expiring SELECT transaction_id, half_offset, resumes,"
-    " last_check_at IS NOT NULL OR resumes > 0 FROM transactions"
+    "INSERT INTO temp.expiring SELECT transaction_id, last_check_at IS NOT NULL OR resumes > 0 FROM transactions"
     " WHERE half_offset < ? AND state != ? AND resolved_at < ? ORDER BY half_offset LIMIT ?"
 )
 _DELETE_EXPIRING = (
