@@ -78,6 +78,7 @@ class Broker:
             self.registry,
             check_timeout=self.settings.check_timeout,
             pull_ports=pull_ports,
+            faults=None if self.controls is None else self.controls.faults,
         )
         self._server, self.grpc_port = create_server(
             servicer,

@@ -6,21 +6,22 @@ import asyncio
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk._batcher import Batcher
-from producer_sdk.errors import UNREACHABLE_HINT, BrokerUnavailable, from_item_error, from_rpc_error
+from producer_sdk._carrier import Carrier, Retry, retryable
+from producer_sdk.errors import UNREACHABLE_HINT, BrokerUnavailable, from_item_error
 from producer_sdk.message import Message, ReceivedMessage, SendReceipt
 
+T = TypeVar("T")
 TlsCa = str | os.PathLike[str] | None  # the PEM file of the CA that signed the broker's certificate
-_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -50,41 +51,50 @@ class BrokerClient:
         self.broker = broker
         self.timeout = timeout
         self.metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self.carrier = Carrier(self)
 
     async def call(self, method: str, request: Any) -> Any:
         """Invoke the unary RPC ``method``; raise the typed error when it fails for good."""
         rpc = getattr(self.broker_stub, method)
+
+        async def attempt(remaining: float) -> Any:
+            try:
+                return await rpc(request, timeout=remaining, wait_for_ready=True, metadata=self.metadata)
+            except grpc.aio.AioRpcError as exc:
+                raise retryable(exc) from exc
+
+        return await self.retrying(attempt)
+
+    async def retrying(self, attempt: Callable[[float], Awaitable[T]]) -> T:
+        """``attempt(seconds left)`` until it returns, again with backoff while it raises Retry
+        (the broker is out of reach), until ``timeout`` has passed: then BrokerUnavailable."""
         deadline = time.monotonic() + self.timeout
         backoff = 0.05
         while True:
-            remaining = deadline - time.monotonic()
             try:
-                return await rpc(request, timeout=max(remaining, 0.01), wait_for_ready=True, metadata=self.metadata)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() not in _RETRYABLE:
-                    raise from_rpc_error(exc) from exc
+                return await attempt(max(deadline - time.monotonic(), 0.01))
+            except Retry as exc:
                 if time.monotonic() + backoff >= deadline:
                     raise BrokerUnavailable(
-                        f"no answer from the broker at {self.broker} within {self.timeout:g} s ({exc.details()});"
+                        f"no answer from the broker at {self.broker} within {self.timeout:g} s ({exc});"
                         f" {UNREACHABLE_HINT}",
-                        status=exc.code().name,
+                        status=exc.status,
                     ) from exc
             await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
             backoff = min(backoff * 2, 1.0)
 
     async def call_batch(self, method: str, request: Any) -> list[Any]:
         """Invoke a batch RPC: per-item results in item order, a typed error for each refused item."""
-        response = await self.call(method, request)
-        return [
-            outcome.result if outcome.WhichOneof("outcome") == "result" else from_item_error(outcome.error)
-            for outcome in response.outcomes
-        ]
+        return item_results(await self.call(method, request))
 
     def batcher(self, rpc: BatchRpc, *, linger: float) -> Batcher[Any, Any]:
-        """A Batcher for ``rpc``: a lone item goes by the single-item RPC (the least work for the
-        broker at one call in flight), more by the batch RPC."""
+        """A Batcher for ``rpc``: carried on the Transact stream if ``rpc`` is; otherwise a lone
+        item goes by the single-item RPC (the least work for the broker at one call in flight),
+        more by the batch RPC."""
 
         async def send(items: list[Any]) -> list[Any]:
+            if rpc.carried is not None:
+                return item_results(await self.carrier.call(rpc.carried, rpc.wrap(items)))
             if len(items) == 1:  # its error, if any, is the whole call's: the item's own
                 return [rpc.unwrap(await self.call(rpc.single, items[0]))]
             return await self.call_batch(rpc.batch, rpc.wrap(items))
@@ -92,7 +102,16 @@ class BrokerClient:
         return Batcher(send, _byte_size, linger=linger)
 
     async def close(self) -> None:
+        self.carrier.close()
         await self._channel.close()
+
+
+def item_results(response: Any) -> list[Any]:
+    """A batch reply's per-item results in item order, a typed error for each refused item."""
+    return [
+        outcome.result if outcome.WhichOneof("outcome") == "result" else from_item_error(outcome.error)
+        for outcome in response.outcomes
+    ]
 
 
 @dataclass(frozen=True)
@@ -104,12 +123,15 @@ class BatchRpc:
     batch: str
     wrap: Callable[[list[Any]], Any]
     unwrap: Callable[[Any], Any]
+    carried: str | None = None  # its field on the Transact stream, if it is carried there
 
 
 HALVES = BatchRpc(
-    "SendHalfMessage", "SendHalfMessages", lambda items: pb.SendHalfMessagesRequest(items=items), lambda r: r
+    "SendHalfMessage", "SendHalfMessages", lambda items: pb.SendHalfMessagesRequest(items=items), lambda r: r, "halves"
 )
-ENDS = BatchRpc("EndTransaction", "EndTransactions", lambda items: pb.EndTransactionsRequest(items=items), lambda r: r)
+ENDS = BatchRpc(
+    "EndTransaction", "EndTransactions", lambda items: pb.EndTransactionsRequest(items=items), lambda r: r, "ends"
+)
 SENDS = BatchRpc(
     "SendMessage",
     "SendMessages",

@@ -1,12 +1,13 @@
 """The faults a test injects (``--test-controls``), applied to native gRPC calls: an end lost on
 the network before the broker records it, and a half message stored whose acknowledgement is
 lost. Either way the client gets UNAVAILABLE, as from a broken connection, and retries as it
-would. Installed only when the test controls are on."""
+would. Installed only when the test controls are on; calls carried on the Transact stream suffer
+the same faults (``suffer``), and a lost one breaks the stream."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -24,6 +25,23 @@ _FAULTS: dict[str, tuple[str, bool, Callable[[Any], int]]] = {
 }
 
 
+R = TypeVar("R")
+
+
+async def suffer(
+    faults: Faults, method: str, request: Any, run: Callable[[], Awaitable[R]], lose: Callable[[str], Awaitable[None]]
+) -> R:
+    """``run()`` the call ``method`` (one the table above names), unless a fault loses it first, or loses its
+    reply after: ``lose(why)`` ends the call as a broken connection would, and does not return."""
+    kind, runs, items = _FAULTS[method]
+    if not runs and faults.take(kind, items(request)):
+        await lose("test control: the end was lost before the broker saw it")
+    response = await run()
+    if runs and faults.take(kind, items(request)):
+        await lose("test control: stored, but the acknowledgement was lost")
+    return response
+
+
 class FaultInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(self, faults: Faults) -> None:
         self._faults = faults
@@ -35,20 +53,13 @@ class FaultInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         method = details.method.removeprefix(_SERVICE)
         if handler is None or method not in _FAULTS:
             return handler
-        kind, runs, items = _FAULTS[method]
         behaviour = handler.unary_unary
 
         async def faulty(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if not runs and self._faults.take(kind, items(request)):
-                await context.abort(
-                    grpc.StatusCode.UNAVAILABLE, "test control: the end was lost before the broker saw it"
-                )
-            response = await behaviour(request, context)
-            if runs and self._faults.take(kind, items(request)):
-                await context.abort(
-                    grpc.StatusCode.UNAVAILABLE, "test control: stored, but the acknowledgement was lost"
-                )
-            return response
+            async def lose(why: str) -> None:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, why)
+
+            return await suffer(self._faults, method, request, lambda: behaviour(request, context), lose)
 
         return grpc.unary_unary_rpc_method_handler(
             faulty, request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer

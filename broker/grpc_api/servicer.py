@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 
+from broker.controls import Faults
 from broker.errors import HalfmqError, InvalidArgument
 from broker.grpc_api.convert import (
     end_to_pb,
@@ -20,6 +21,7 @@ from broker.grpc_api.convert import (
 from broker.grpc_api.pulls import PullServicer
 from broker.grpc_api.session import serve_session
 from broker.grpc_api.status import translate_errors
+from broker.grpc_api.transact import Call, serve_transact
 from broker.messaging import MAX_BATCH, MessagingService
 from broker.model import EndResult, Resolution, Source, single
 from broker.transaction.registry import ProducerRegistry
@@ -68,12 +70,16 @@ class BrokerServicer(PullServicer):
         *,
         check_timeout: float,
         pull_ports: Sequence[int] = (),
+        faults: Faults | None = None,
     ) -> None:
+        """``faults``: what carried calls suffer when the test controls are on (unary calls
+        suffer them through the server's interceptor)."""
         super().__init__(messaging, pull_ports=pull_ports)
         self._messaging = messaging
         self._transactions = transactions
         self._registry = registry
         self._check_timeout = check_timeout
+        self._faults = faults
 
     @translate_errors
     async def SendMessage(self, request: pb.SendMessageRequest, context: Any) -> pb.SendMessageResponse:
@@ -101,14 +107,27 @@ class BrokerServicer(PullServicer):
 
     @translate_errors
     async def SendHalfMessages(self, request: pb.SendHalfMessagesRequest, context: Any) -> pb.SendHalfMessagesResponse:
+        return await self._send_halves(request)
+
+    @translate_errors
+    async def EndTransactions(self, request: pb.EndTransactionsRequest, context: Any) -> pb.EndTransactionsResponse:
+        return await self._end_transactions(request)
+
+    async def Transact(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
+        calls: dict[str, tuple[str, Call]] = {
+            "halves": ("SendHalfMessages", self._send_halves),
+            "ends": ("EndTransactions", self._end_transactions),
+        }
+        await serve_transact(request_iterator, context, calls, self._faults)
+
+    async def _send_halves(self, request: pb.SendHalfMessagesRequest) -> pb.SendHalfMessagesResponse:
         check_batch(request.items)
         results = await self._transactions.prepare_many(
             [(message_from_pb(i.message), i.producer_group) for i in request.items]
         )
         return pb.SendHalfMessagesResponse(outcomes=item_outcomes(results, pb.SendHalfMessageOutcome, half_to_pb))
 
-    @translate_errors
-    async def EndTransactions(self, request: pb.EndTransactionsRequest, context: Any) -> pb.EndTransactionsResponse:
+    async def _end_transactions(self, request: pb.EndTransactionsRequest) -> pb.EndTransactionsResponse:
         check_batch(request.items)
         results = await self._end_many([_end_item(item) for item in request.items])
         return pb.EndTransactionsResponse(outcomes=item_outcomes(results, pb.EndTransactionOutcome, end_to_pb))

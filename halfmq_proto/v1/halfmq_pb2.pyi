@@ -240,6 +240,28 @@ class EndTransactionOutcome(_message.Message):
     error: ItemError
     def __init__(self, result: _Optional[_Union[EndTransactionResponse, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
+class TransactUp(_message.Message):
+    __slots__ = ("call_id", "halves", "ends")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    HALVES_FIELD_NUMBER: _ClassVar[int]
+    ENDS_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    halves: SendHalfMessagesRequest
+    ends: EndTransactionsRequest
+    def __init__(self, call_id: _Optional[int] = ..., halves: _Optional[_Union[SendHalfMessagesRequest, _Mapping]] = ..., ends: _Optional[_Union[EndTransactionsRequest, _Mapping]] = ...) -> None: ...
+
+class TransactDown(_message.Message):
+    __slots__ = ("call_id", "halves", "ends", "error")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    HALVES_FIELD_NUMBER: _ClassVar[int]
+    ENDS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    halves: SendHalfMessagesResponse
+    ends: EndTransactionsResponse
+    error: ItemError
+    def __init__(self, call_id: _Optional[int] = ..., halves: _Optional[_Union[SendHalfMessagesResponse, _Mapping]] = ..., ends: _Optional[_Union[EndTransactionsResponse, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
 class PrepareBatchRequest(_message.Message):
     __slots__ = ("producer_group", "batch_id", "messages")
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]

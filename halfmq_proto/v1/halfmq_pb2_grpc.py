@@ -84,6 +84,11 @@ class BrokerStub:
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SessionUp.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SessionDown.FromString,
                 _registered_method=True)
+        self.Transact = channel.stream_stream(
+                '/halfmq.v1.Broker/Transact',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.TransactUp.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.TransactDown.FromString,
+                _registered_method=True)
         self.Pull = channel.unary_unary(
                 '/halfmq.v1.Broker/Pull',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.PullRequest.SerializeToString,
@@ -184,6 +189,12 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Transact(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Pull(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -279,6 +290,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ProducerSession,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SessionUp.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SessionDown.SerializeToString,
+            ),
+            'Transact': grpc.stream_stream_rpc_method_handler(
+                    servicer.Transact,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.TransactUp.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.TransactDown.SerializeToString,
             ),
             'Pull': grpc.unary_unary_rpc_method_handler(
                     servicer.Pull,
@@ -586,6 +602,33 @@ class Broker:
             '/halfmq.v1.Broker/ProducerSession',
             halfmq_dot_v1_dot_halfmq__pb2.SessionUp.SerializeToString,
             halfmq_dot_v1_dot_halfmq__pb2.SessionDown.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Transact(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/halfmq.v1.Broker/Transact',
+            halfmq_dot_v1_dot_halfmq__pb2.TransactUp.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.TransactDown.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,118 @@
+"""Half sends and ends carried on one open Transact stream per producer instead of a unary call
+each (the broker's ``grpc_api/transact.py``): each call is a message with an id, answered by id.
+
+A stream that breaks (a broker restart, a lost connection) fails the calls in flight on it with
+Retry; each is sent again on a new stream, with backoff, until the producer's timeout, as a unary
+call would be: every carried call is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from producer_sdk.errors import from_item_error, from_rpc_error
+
+if TYPE_CHECKING:
+    from producer_sdk._client import BrokerClient
+
+_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class Retry(Exception):
+    """An attempt that failed because the broker is out of reach: worth trying again."""
+
+    def __init__(self, details: str, status: str) -> None:
+        super().__init__(details)
+        self.status = status
+
+
+def retryable(exc: grpc.aio.AioRpcError) -> Exception:
+    """Retry for a failed call worth trying again, else its typed error."""
+    if exc.code() in _RETRYABLE:
+        return Retry(exc.details() or exc.code().name, exc.code().name)
+    return from_rpc_error(exc)
+
+
+class Carrier:
+    """Carries calls on the client's Transact stream, opening a new one when it breaks."""
+
+    def __init__(self, client: BrokerClient) -> None:
+        self._client = client
+        self._stream: _Stream | None = None
+        self._ids = itertools.count()
+
+    async def call(self, field: str, request: Any) -> Any:
+        """Send ``request`` as the stream request's ``field`` (``halves`` or ``ends``); return the
+        reply, or raise the typed error of a call refused as a whole."""
+
+        async def attempt(remaining: float) -> Any:
+            if self._stream is None or self._stream.broken is not None:
+                self._stream = _Stream(self._client)
+            try:
+                return await asyncio.wait_for(self._stream.call(next(self._ids), field, request), remaining)
+            except TimeoutError as exc:
+                raise Retry("no reply on the Transact stream", grpc.StatusCode.DEADLINE_EXCEEDED.name) from exc
+
+        reply = await self._client.retrying(attempt)
+        if reply.WhichOneof("reply") == "error":
+            raise from_item_error(reply.error)
+        return getattr(reply, field)
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+
+
+class _Stream:
+    """One Transact stream: its calls in flight by id, and the task that reads their replies."""
+
+    def __init__(self, client: BrokerClient) -> None:
+        self._call = client.broker_stub.Transact(metadata=client.metadata, wait_for_ready=True)
+        self._waiting: dict[int, asyncio.Future[pb.TransactDown]] = {}
+        self._writing = asyncio.Lock()
+        self.broken: Exception | None = None
+        self._reader = asyncio.create_task(self._read())
+
+    async def call(self, call_id: int, field: str, request: Any) -> pb.TransactDown:
+        future: asyncio.Future[pb.TransactDown] = asyncio.get_running_loop().create_future()
+        self._waiting[call_id] = future  # before the write: its reply may be read before the write returns
+        try:
+            async with self._writing:
+                if self.broken is None:
+                    await self._call.write(pb.TransactUp(call_id=call_id, **{field: request}))
+            if self.broken is not None:
+                raise self.broken
+            return await future
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            # The write found the stream ended; its own error says less than the stream's status.
+            await asyncio.wait({self._reader})
+            raise self.broken or Retry(str(exc), grpc.StatusCode.UNAVAILABLE.name) from exc
+        finally:
+            del self._waiting[call_id]
+            if future.done() and not future.cancelled():
+                future.exception()  # read here or raised above: nothing is left unretrieved
+
+    async def _read(self) -> None:
+        try:
+            while (reply := await self._call.read()) is not grpc.aio.EOF:
+                future = self._waiting.get(reply.call_id)
+                if future is not None and not future.done():
+                    future.set_result(reply)
+            broken: Exception = Retry("the broker ended the Transact stream", grpc.StatusCode.UNAVAILABLE.name)
+        except grpc.aio.AioRpcError as exc:
+            broken = retryable(exc)
+            if exc.code() is grpc.StatusCode.CANCELLED:  # by the broker's shutdown: it may come back
+                broken = Retry(exc.details() or "cancelled", exc.code().name)
+        self.broken = broken
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(broken)
+
+    def close(self) -> None:
+        self._call.cancel()
+        self._reader.cancel()

@@ -1,0 +1,103 @@
+"""The Transact stream (issue 9): half sends and ends carried on one open stream, each call
+answered by its id with each item's outcome; a call refused as a whole leaves the stream open; a
+lost call breaks the stream, and the SDK's retries store each transaction once."""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+
+import grpc
+
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
+from producer_sdk import AsyncTransactionProducer, Message
+from tests.support import BrokerThread, ScriptedListener, broker_settings, half_log, store_snapshot, topic_rows
+
+
+def half(message_id: str, topic: str = "orders", group: str = "g") -> pb.SendHalfMessageRequest:
+    return pb.SendHalfMessageRequest(
+        message=pb.Message(topic=topic, body=message_id.encode(), message_id=message_id), producer_group=group
+    )
+
+
+def end(transaction_id: str, resolution: pb.Resolution, group: str = "g") -> pb.EndTransactionRequest:
+    return pb.EndTransactionRequest(transaction_id=transaction_id, producer_group=group, resolution=resolution)
+
+
+def outcomes(reply: pb.TransactDown) -> list[tuple[str, str]]:
+    field = reply.WhichOneof("reply")
+    return [(o.WhichOneof("outcome"), o.error.code) for o in getattr(reply, field).outcomes]
+
+
+class Stream:
+    """One Transact stream over a blocking channel: send a request, read the next reply."""
+
+    def __init__(self, stub: pb_grpc.BrokerStub) -> None:
+        self._requests: queue.Queue[pb.TransactUp | None] = queue.Queue()
+        self._replies = stub.Transact(iter(self._requests.get, None))
+
+    def send(self, up: pb.TransactUp) -> None:
+        self._requests.put(up)
+
+    def replies(self, count: int) -> dict[int, pb.TransactDown]:
+        return {reply.call_id: reply for reply in (next(self._replies) for _ in range(count))}
+
+    def close(self) -> None:
+        self._requests.put(None)
+        assert list(self._replies) == [], "nothing more is answered once the client is done"
+
+
+def test_each_call_is_answered_by_its_id_with_each_item_s_outcome_and_a_refused_call_leaves_the_stream_open(broker):
+    with grpc.insecure_channel(broker.address) as channel:
+        stream = Stream(pb_grpc.BrokerStub(channel))
+        items = [half("t-1"), half("t-2", topic="nope"), half("t-3", group="bad group"), half("t-4")]
+        stream.send(pb.TransactUp(call_id=7, halves=pb.SendHalfMessagesRequest(items=items)))
+        stream.send(pb.TransactUp(call_id=8, halves=pb.SendHalfMessagesRequest()))
+        stream.send(pb.TransactUp(call_id=9))
+        replies = stream.replies(3)
+        assert sorted(replies) == [7, 8, 9]
+        assert outcomes(replies[7]) == [("result", ""), ("error", "TOPIC_NOT_FOUND"),
+                                        ("error", "INVALID_ARGUMENT"), ("result", "")]  # fmt: skip
+        assert [(r.WhichOneof("reply"), r.error.code) for r in (replies[8], replies[9])] == [
+            ("error", "INVALID_ARGUMENT"),
+            ("error", "INVALID_ARGUMENT"),
+        ]
+        one, four = (o.result.transaction_id for o in replies[7].halves.outcomes if o.HasField("result"))
+
+        ends = [end(one, pb.COMMIT), end(four, pb.ROLLBACK), end("0" * 32, pb.COMMIT), end(one, pb.COMMIT, "other")]
+        stream.send(pb.TransactUp(call_id=10, ends=pb.EndTransactionsRequest(items=ends)))
+        first = stream.replies(1)[10]
+        before = store_snapshot(broker.broker.settings.data_dir)
+        stream.send(pb.TransactUp(call_id=11, ends=pb.EndTransactionsRequest(items=ends)))  # the reply was "lost"
+        again = stream.replies(1)[11]
+        stream.close()
+    assert outcomes(first) == [("result", ""), ("result", ""),
+                               ("error", "TRANSACTION_NOT_FOUND"), ("error", "PRODUCER_GROUP_MISMATCH")]  # fmt: skip
+    assert [o.result.already_resolved for o in again.ends.outcomes[:2]] == [True, True]
+    assert store_snapshot(broker.broker.settings.data_dir) == before, "a repeated call changed nothing"
+    assert [row[3] for row in topic_rows(broker.broker.settings.data_dir, "orders")] == [b"t-1"]
+
+
+def test_calls_lost_with_their_stream_are_retried_and_each_transaction_is_stored_once(tmp_path):
+    broker = BrokerThread(broker_settings(tmp_path / "data", test_controls=True))
+    faults = broker.broker.controls.faults
+    listener = ScriptedListener("COMMIT")
+
+    async def run() -> list[str]:
+        async with AsyncTransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
+            faults.set(drop_end_transactions=3, lose_half_acks=3, delay_checks=0)
+            sent = await asyncio.gather(
+                *(producer.send_message_in_transaction(Message("orders", f"m-{i}".encode())) for i in range(40))
+            )
+        return [result.state.value if result.state else "UNKNOWN" for result in sent]
+
+    try:
+        assert asyncio.run(run()) == ["COMMITTED"] * 40
+        assert (faults.drop_end_transactions, faults.lose_half_acks) == (0, 0), "both faults broke a stream"
+        data = broker.broker.settings.data_dir
+        bodies = sorted(row[3] for row in topic_rows(data, "orders"))
+        assert bodies == sorted(f"m-{i}".encode() for i in range(40)), "every message once, none twice"
+        assert len(half_log(data)) == 40, "a half whose acknowledgement was lost is stored once"
+    finally:
+        broker.stop()
