@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import sqlite3
+import time
 
 import grpc
 
+from broker.grpc_api.transact import MAX_CALLS
+from broker.store.base import DB_FILE
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import AsyncTransactionProducer, Message
@@ -101,3 +105,33 @@ def test_calls_lost_with_their_stream_are_retried_and_each_transaction_is_stored
         assert len(half_log(data)) == 40, "a half whose acknowledgement was lost is stored once"
     finally:
         broker.stop()
+
+
+def test_a_stream_runs_at_most_max_calls_at_once_and_reads_the_rest_as_they_finish(broker, monkeypatch):
+    """While another process's transaction holds the store, no call can finish: the broker starts
+    MAX_CALLS of a stream's calls and reads no further until they do."""
+    service, started = broker.broker.transactions, []
+    prepare_many = service.prepare_many
+
+    async def counted(*args, **kwargs):
+        started.append(args)
+        return await prepare_many(*args, **kwargs)
+
+    monkeypatch.setattr(service, "prepare_many", counted)
+    calls = 3 * MAX_CALLS
+    lock = sqlite3.connect(broker.broker.settings.data_dir / DB_FILE, isolation_level=None)
+    lock.execute("BEGIN IMMEDIATE")
+    with grpc.insecure_channel(broker.address) as channel:
+        stream = Stream(pb_grpc.BrokerStub(channel))
+        try:
+            for i in range(calls):
+                stream.send(pb.TransactUp(call_id=i, halves=pb.SendHalfMessagesRequest(items=[half(f"b-{i}")])))
+            time.sleep(1)  # time for the broker to read all it will
+            running = len(started)
+        finally:
+            lock.execute("ROLLBACK")
+        replies = stream.replies(calls)
+        stream.close()
+    assert running == MAX_CALLS
+    assert sorted(replies) == list(range(calls)), "the rest were read and answered once calls finished"
+    assert [outcomes(reply) for reply in replies.values()] == [[("result", "")]] * calls
