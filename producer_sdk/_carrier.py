@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from producer_sdk._client import BrokerClient
 
 _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# A Transact stream that ends with these was lost, not refused: CANCELLED by the broker's
+# shutdown; INTERNAL when one of our writes raced the stream's end, and gRPC's client replaced the
+# stream's status with its own (the broker ends a stream with INTERNAL never: a call it refuses is
+# answered with an ItemError).
+_LOST = (grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL)
 
 
 class Retry(Exception):
@@ -106,8 +111,8 @@ class _Stream:
             broken: Exception = Retry("the broker ended the Transact stream", grpc.StatusCode.UNAVAILABLE.name)
         except grpc.aio.AioRpcError as exc:
             broken = retryable(exc)
-            if exc.code() is grpc.StatusCode.CANCELLED:  # by the broker's shutdown: it may come back
-                broken = Retry(exc.details() or "cancelled", exc.code().name)
+            if exc.code() in _LOST:
+                broken = Retry(exc.details() or exc.code().name, exc.code().name)
         self.broken = broken
         for future in self._waiting.values():
             if not future.done():
