@@ -138,9 +138,10 @@ def test_a_pull_from_a_segment_s_start_is_the_segment_as_stored_and_exactly_the_
 
 
 def test_the_metrics_count_the_packed_messages(packed):
+    """The counter moves at the end of the packer's round, a moment after the file shows the segments."""
     broker, sizes = packed
-    metrics = httpx.get(f"{broker.http}/metrics").text
-    assert f"halfmq_packed_messages_total {float(len(whole_segments(sizes)) * MAX_PULL)}" in metrics
+    counted = f"halfmq_packed_messages_total {float(len(whole_segments(sizes)) * MAX_PULL)}"
+    wait_until(lambda: counted in httpx.get(f"{broker.http}/metrics").text, timeout=10)
 
 
 def test_a_segment_goes_out_as_it_is_stored(packed, tmp_path):
