@@ -59,7 +59,8 @@ class Carrier:
             if self._stream is None or self._stream.broken is not None:
                 self._stream = _Stream(self._client)
             try:
-                return await asyncio.wait_for(self._stream.call(next(self._ids), field, request), remaining)
+                async with asyncio.timeout(remaining):
+                    return await self._stream.call(next(self._ids), field, request)
             except TimeoutError as exc:
                 raise Retry("no reply on the Transact stream", grpc.StatusCode.DEADLINE_EXCEEDED.name) from exc
 
