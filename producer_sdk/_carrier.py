@@ -111,9 +111,7 @@ class _Stream:
                     future.set_result(reply)
             broken: Exception = Retry("the broker ended the Transact stream", grpc.StatusCode.UNAVAILABLE.name)
         except grpc.aio.AioRpcError as exc:
-            broken = retryable(exc)
-            if exc.code() in _LOST:
-                broken = Retry(exc.details() or exc.code().name, exc.code().name)
+            broken = Retry(exc.details() or exc.code().name, exc.code().name) if exc.code() in _LOST else retryable(exc)
         self.broken = broken
         for future in self._waiting.values():
             if not future.done():

@@ -36,14 +36,14 @@ async def serve_transact(
 ) -> None:
     """Serve one Transact stream: ``calls`` maps a request's field (``halves``, ``ends``) to the
     batch RPC it stands for and the function that answers it (raising a core error to refuse it)."""
-    replies: asyncio.Queue[pb.TransactDown | BaseException | None] = asyncio.Queue()
+    replies: asyncio.Queue[pb.TransactDown | Exception | None] = asyncio.Queue()
     slots = asyncio.Semaphore(MAX_CALLS)
     running: set[asyncio.Task[None]] = set()
 
     async def answer(up: pb.TransactUp) -> None:
         try:
             replies.put_nowait(await _reply(up, calls, faults))
-        except BaseException as exc:  # a lost call or a broker failure ends the stream
+        except Exception as exc:  # a lost call or a broker failure ends the stream
             replies.put_nowait(exc)
         finally:
             slots.release()
@@ -57,7 +57,7 @@ async def serve_transact(
                 task.add_done_callback(running.discard)
             await asyncio.gather(*running)  # the client is done sending: answer what it sent
             replies.put_nowait(None)
-        except BaseException as exc:
+        except Exception as exc:
             replies.put_nowait(exc)
 
     reader = asyncio.create_task(read())
@@ -65,7 +65,7 @@ async def serve_transact(
         while (reply := await replies.get()) is not None:
             if isinstance(reply, _Lost):
                 await context.abort(grpc.StatusCode.UNAVAILABLE, str(reply))
-            if isinstance(reply, BaseException):
+            if isinstance(reply, Exception):
                 raise reply
             await context.write(reply)
     finally:
