@@ -72,20 +72,21 @@ class Broker:
         for topic in self.settings.topics:
             await self.messaging.create_topic(topic.name, topic.queues, topic.retention)
         pull_ports = await self.pull_processes.start()
+        faults = None if self.controls is None else self.controls.faults
         servicer = BrokerServicer(
             self.messaging,
             self.transactions,
             self.registry,
             check_timeout=self.settings.check_timeout,
             pull_ports=pull_ports,
-            faults=None if self.controls is None else self.controls.faults,
+            faults=faults,
         )
         self._server, self.grpc_port = create_server(
             servicer,
             f"{self.settings.host}:{self.settings.grpc_port}",
             auth_token=self.settings.auth_token,
             tls=self.settings.tls,
-            faults=None if self.controls is None else self.controls.faults,
+            faults=faults,
         )
         await self._server.start()
         context = AdminContext(

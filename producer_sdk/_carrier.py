@@ -15,32 +15,17 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
-from producer_sdk.errors import from_item_error, from_rpc_error
+from producer_sdk._retry import RETRYABLE, Retry, retryable, retrying
+from producer_sdk.errors import from_item_error
 
 if TYPE_CHECKING:
     from producer_sdk._client import BrokerClient
 
-_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-# A Transact stream that ends with these was lost, not refused: CANCELLED by the broker's
-# shutdown; INTERNAL when one of our writes raced the stream's end, and gRPC's client replaced the
-# stream's status with its own (the broker ends a stream with INTERNAL never: a call it refuses is
-# answered with an ItemError).
-_LOST = (grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL)
-
-
-class Retry(Exception):
-    """An attempt that failed because the broker is out of reach: worth trying again."""
-
-    def __init__(self, details: str, status: str) -> None:
-        super().__init__(details)
-        self.status = status
-
-
-def retryable(exc: grpc.aio.AioRpcError) -> Exception:
-    """Retry for a failed call worth trying again, else its typed error."""
-    if exc.code() in _RETRYABLE:
-        return Retry(exc.details() or exc.code().name, exc.code().name)
-    return from_rpc_error(exc)
+# A Transact stream that ends with these was lost, not refused: besides what any call retries,
+# CANCELLED by the broker's shutdown, and INTERNAL when one of our writes raced the stream's end
+# and gRPC's client replaced the stream's status with its own (the broker never ends a stream
+# with INTERNAL: a call it refuses is answered with an ItemError).
+_LOST = (*RETRYABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL)
 
 
 class Carrier:
@@ -64,7 +49,7 @@ class Carrier:
             except TimeoutError as exc:
                 raise Retry("no reply on the Transact stream", grpc.StatusCode.DEADLINE_EXCEEDED.name) from exc
 
-        reply = await self._client.retrying(attempt)
+        reply = await retrying(attempt, broker=self._client.broker, timeout=self._client.timeout)
         if reply.WhichOneof("reply") == "error":
             raise from_item_error(reply.error)
         return getattr(reply, field)
@@ -111,7 +96,7 @@ class _Stream:
                     future.set_result(reply)
             broken: Exception = Retry("the broker ended the Transact stream", grpc.StatusCode.UNAVAILABLE.name)
         except grpc.aio.AioRpcError as exc:
-            broken = Retry(exc.details() or exc.code().name, exc.code().name) if exc.code() in _LOST else retryable(exc)
+            broken = retryable(exc, _LOST)
         self.broken = broken
         for future in self._waiting.values():
             if not future.done():

@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import grpc
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk._batcher import Batcher
-from producer_sdk._carrier import Carrier, Retry, retryable
-from producer_sdk.errors import UNREACHABLE_HINT, BrokerUnavailable, from_item_error
+from producer_sdk._carrier import Carrier
+from producer_sdk._retry import retryable, retrying
+from producer_sdk.errors import from_item_error
 from producer_sdk.message import Message, ReceivedMessage, SendReceipt
 
-T = TypeVar("T")
 TlsCa = str | os.PathLike[str] | None  # the PEM file of the CA that signed the broker's certificate
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -63,38 +61,20 @@ class BrokerClient:
             except grpc.aio.AioRpcError as exc:
                 raise retryable(exc) from exc
 
-        return await self.retrying(attempt)
-
-    async def retrying(self, attempt: Callable[[float], Awaitable[T]]) -> T:
-        """``attempt(seconds left)`` until it returns, again with backoff while it raises Retry
-        (the broker is out of reach), until ``timeout`` has passed: then BrokerUnavailable."""
-        deadline = time.monotonic() + self.timeout
-        backoff = 0.05
-        while True:
-            try:
-                return await attempt(max(deadline - time.monotonic(), 0.01))
-            except Retry as exc:
-                if time.monotonic() + backoff >= deadline:
-                    raise BrokerUnavailable(
-                        f"no answer from the broker at {self.broker} within {self.timeout:g} s ({exc});"
-                        f" {UNREACHABLE_HINT}",
-                        status=exc.status,
-                    ) from exc
-            await asyncio.sleep(backoff * random.uniform(0.5, 1.0))
-            backoff = min(backoff * 2, 1.0)
+        return await retrying(attempt, broker=self.broker, timeout=self.timeout)
 
     async def call_batch(self, method: str, request: Any) -> list[Any]:
         """Invoke a batch RPC: per-item results in item order, a typed error for each refused item."""
         return item_results(await self.call(method, request))
 
-    def batcher(self, rpc: BatchRpc, *, linger: float) -> Batcher[Any, Any]:
-        """A Batcher for ``rpc``: carried on the Transact stream if ``rpc`` is; otherwise a lone
+    def batcher(self, rpc: BatchRpc | CarriedRpc, *, linger: float) -> Batcher[Any, Any]:
+        """A Batcher for ``rpc``: on the Transact stream if it is carried there; otherwise a lone
         item goes by the single-item RPC (the least work for the broker at one call in flight),
         more by the batch RPC."""
 
         async def send(items: list[Any]) -> list[Any]:
-            if rpc.carried is not None:
-                return item_results(await self.carrier.call(rpc.carried, rpc.wrap(items)))
+            if isinstance(rpc, CarriedRpc):
+                return item_results(await self.carrier.call(rpc.field, rpc.wrap(items)))
             if len(items) == 1:  # its error, if any, is the whole call's: the item's own
                 return [rpc.unwrap(await self.call(rpc.single, items[0]))]
             return await self.call_batch(rpc.batch, rpc.wrap(items))
@@ -123,15 +103,18 @@ class BatchRpc:
     batch: str
     wrap: Callable[[list[Any]], Any]
     unwrap: Callable[[Any], Any]
-    carried: str | None = None  # its field on the Transact stream, if it is carried there
 
 
-HALVES = BatchRpc(
-    "SendHalfMessage", "SendHalfMessages", lambda items: pb.SendHalfMessagesRequest(items=items), lambda r: r, "halves"
-)
-ENDS = BatchRpc(
-    "EndTransaction", "EndTransactions", lambda items: pb.EndTransactionsRequest(items=items), lambda r: r, "ends"
-)
+@dataclass(frozen=True)
+class CarriedRpc:
+    """A batch call carried on the Transact stream: its field there, and how to wrap items into it."""
+
+    field: str
+    wrap: Callable[[list[Any]], Any]
+
+
+HALVES = CarriedRpc("halves", lambda items: pb.SendHalfMessagesRequest(items=items))
+ENDS = CarriedRpc("ends", lambda items: pb.EndTransactionsRequest(items=items))
 SENDS = BatchRpc(
     "SendMessage",
     "SendMessages",
