@@ -14,6 +14,7 @@ from broker.app import Broker
 from broker.config import load_settings
 from broker.errors import StoreInUse
 from broker.memory import keep_freed_memory
+from broker.ports import PortUnavailable, check_ports, wanted_ports
 from broker.ratelog import RateLimitedLog
 
 log = logging.getLogger("broker")
@@ -60,14 +61,25 @@ async def serve(broker: Broker) -> None:
     await broker.stop()
 
 
+def rocketmq_available() -> bool:
+    from broker.rocketmq_api.protocol import ProtocolUnavailable, load
+
+    try:
+        load()
+    except ProtocolUnavailable:
+        return False
+    return True
+
+
 def main() -> None:
     logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = load_settings(sys.argv[1:], os.environ)
     raise_open_file_limit()
     keep_freed_memory()
     try:
+        check_ports(settings.host, wanted_ports(settings, rocketmq=rocketmq_available()))
         broker = Broker(settings)
-    except StoreInUse as exc:
+    except (PortUnavailable, StoreInUse) as exc:
         print(f"halfmq-broker: {exc}", file=sys.stderr)
         sys.exit(2)
     asyncio.run(serve(broker))

@@ -154,6 +154,26 @@ def test_an_empty_token_refuses_to_start_the_broker(tmp_path):
     assert not (tmp_path / "data").exists(), "nothing was created"
 
 
+@pytest.mark.parametrize("flag", ["--grpc-port", "--http-port", "--rocketmq-port", "--pull-port"])
+def test_a_busy_port_stops_the_broker_naming_its_flag_before_anything_is_written(tmp_path, flag):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = str(holder.getsockname()[1])
+        ports = {"--grpc-port": "0", "--http-port": "0", "--rocketmq-port": "0", flag: busy}
+        argv = [arg for pair in ports.items() for arg in pair]
+        done = subprocess.run(
+            [sys.executable, "-m", "broker", "--data-dir", str(tmp_path / "data"), *argv, "--pull-processes", "1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{flag} {busy}: the port is in use" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "data").exists(), "nothing was created"
+
+
 def raw_http(port: int, head: str) -> bytes:
     """Send only the request head; return whatever the server answers before any body is sent."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
