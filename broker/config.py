@@ -29,6 +29,7 @@ class Settings:
     grpc_port: int = 10911
     http_port: int = 8080
     rocketmq_port: int = 8081
+    advertised_address: tuple[str, int] | None = None
     pull_processes: int = 0
     pull_port: int = 0
     segments: bool = True
@@ -69,6 +70,14 @@ def parse_topic(spec: str) -> Topic:
         raise argparse.ArgumentTypeError(f"topic must be NAME[:QUEUES], got {spec!r}") from None
 
 
+def parse_address(spec: str) -> tuple[str, int]:
+    """``HOST:PORT`` → ``(host, port)``."""
+    host, _, port = spec.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"must be HOST:PORT, got {spec!r}")
+    return host, int(port)
+
+
 def _positive(kind: type[int] | type[float], *, zero: bool = False) -> Callable[[str], int | float]:
     def convert(text: str) -> int | float:
         value = kind(text)
@@ -92,6 +101,11 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("grpc_port", int, "native gRPC port (default 10911)"),
     ("http_port", int, "HTTP admin port (default 8080)"),
     ("rocketmq_port", int, "RocketMQ 5 gRPC port, served when halfmq[rocketmq] is installed (default 8081)"),
+    (
+        "advertised_address",
+        parse_address,
+        "HOST:PORT that RocketMQ 5 routes name for this broker (default: the address each client connected to)",
+    ),
     (
         "pull_processes",
         _positive(int, zero=True),

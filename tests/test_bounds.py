@@ -125,6 +125,8 @@ def test_a_session_with_a_malformed_client_id_is_refused(broker, client_id):
         (["--max-body-bytes", str(64 * MiB)], {}, "transport"),
         (["--auth-token-file", "/nonexistent/token"], {}, "cannot read"),
         (["--auth-token", "t"], {"HALFMQ_AUTH_TOKEN_FILE": "/etc/hostname"}, "not both"),
+        (["--advertised-address", "mq.example.internal"], {}, "HOST:PORT"),
+        ([], {"HALFMQ_ADVERTISED_ADDRESS": "mq:99999"}, "HOST:PORT"),
     ],
 )
 def test_settings_that_cannot_work_are_refused_at_start_up(argv, env, problem, capsys):

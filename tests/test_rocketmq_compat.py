@@ -20,7 +20,15 @@ import pytest
 from producer_sdk import Message, PullConsumer, TransactionProducer
 from tests.processes import BrokerProcess, consume, official
 from tests.spark_support import batch_reader
-from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot, topic_rows, wait_until
+from tests.support import (
+    BrokerThread,
+    PortForwarder,
+    ScriptedListener,
+    broker_settings,
+    store_snapshot,
+    topic_rows,
+    wait_until,
+)
 
 pytest.importorskip("rocketmq", reason="the rocketmq extra (official RocketMQ 5 Python client) is not installed")
 pytestmark = pytest.mark.e2e
@@ -115,6 +123,47 @@ def test_routes_answer_with_typed_statuses_and_unsupported_rpcs_are_unimplemente
             with pytest.raises(grpc.RpcError) as unimplemented:
                 call()
             assert unimplemented.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_a_client_reaching_the_broker_through_a_remapped_port_is_routed_back_through_it(compat):
+    from broker.rocketmq_api.protocol import load
+
+    definition, service, service_grpc = load()
+    broker, endpoint, env = compat
+    forwarder = PortForwarder(("127.0.0.1", broker.broker.rocketmq_port))
+    host, port = forwarder.address.split(":")
+    with grpc.insecure_channel(forwarder.address) as channel:
+        route = service_grpc.MessagingServiceStub(channel).QueryRoute(
+            service.QueryRouteRequest(
+                topic=definition.Resource(name="orders"),
+                endpoints=definition.Endpoints(
+                    scheme=definition.IPv4, addresses=[definition.Address(host=host, port=int(port))]
+                ),
+            )
+        )
+    assert [(a.host, a.port) for a in route.message_queues[0].broker.endpoints.addresses] == [(host, int(port))]
+    producer = official(forwarder.address, "send", env)
+    out, _ = producer.communicate(timeout=120)
+    forwarder.close()
+    assert producer.returncode == 0, out
+    assert readable(broker) == [b"rmq-commit", b"rmq-normal"]
+
+
+def test_an_advertised_address_is_what_routes_name(tmp_path):
+    from broker.rocketmq_api.protocol import load
+
+    definition, service, service_grpc = load()
+    broker = BrokerThread(broker_settings(tmp_path / "data", advertised_address=("mq.example.internal", 18081)))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{broker.broker.rocketmq_port}") as channel:
+            route = service_grpc.MessagingServiceStub(channel).QueryRoute(
+                service.QueryRouteRequest(topic=definition.Resource(name="orders"))
+            )
+        endpoints = route.message_queues[0].broker.endpoints
+        assert endpoints.scheme == definition.DOMAIN_NAME
+        assert [(a.host, a.port) for a in endpoints.addresses] == [("mq.example.internal", 18081)]
+    finally:
+        broker.stop()
 
 
 def test_a_simple_consumer_receives_exactly_the_committed_messages_once_and_acks_them(compat):

@@ -10,6 +10,7 @@ here answer UNIMPLEMENTED (the generated base class).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import itertools
 import logging
 import time
@@ -42,7 +43,8 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         transactions: TransactionService,
         registry: ProducerRegistry,
         *,
-        advertised: tuple[str, int],
+        advertised: tuple[str, int] | None,
+        bound: tuple[str, int],
         max_body_bytes: int,
         check_timeout: float,
     ) -> None:
@@ -50,6 +52,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         self._transactions = transactions
         self._registry = registry
         self._advertised = advertised
+        self._bound = bound
         self._max_body_bytes = max_body_bytes
         self._check_timeout = check_timeout
         self._turns = itertools.count()
@@ -60,16 +63,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
             queues = range(self._messaging.queue_count(topic))
         except errors.HalfmqError as exc:
             return service.QueryRouteResponse(status=status(exc))
-        host, port = self._advertised
-        if host in ("0.0.0.0", "::") and request.endpoints.addresses:  # answer with the address the client used
-            host = request.endpoints.addresses[0].host
-        broker = definition.Broker(
-            name="halfmq",
-            id=0,
-            endpoints=definition.Endpoints(
-                scheme=definition.IPv4, addresses=[definition.Address(host=host, port=port)]
-            ),
-        )
+        broker = definition.Broker(name="halfmq", id=0, endpoints=self._route_endpoints(request.endpoints))
         return service.QueryRouteResponse(
             status=status(),
             message_queues=[
@@ -83,6 +77,22 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                 for queue_id in queues
             ],
         )
+
+    def _route_endpoints(self, used: Any) -> Any:
+        """Where a route sends the client: ``--advertised-address`` when set, else the endpoints the
+        client itself connected through (as RocketMQ's proxy answers), so a remapped or forwarded
+        port leads back to this broker; else the bound address."""
+        if self._advertised is not None:
+            host, port = self._advertised
+        elif used.addresses:
+            return used
+        else:
+            host, port = self._bound
+        try:
+            scheme = definition.IPv6 if ipaddress.ip_address(host).version == 6 else definition.IPv4
+        except ValueError:
+            scheme = definition.DOMAIN_NAME
+        return definition.Endpoints(scheme=scheme, addresses=[definition.Address(host=host, port=port)])
 
     async def Heartbeat(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return service.HeartbeatResponse(status=status())
