@@ -129,7 +129,7 @@ def test_a_client_reaching_the_broker_through_a_remapped_port_is_routed_back_thr
     from broker.rocketmq_api.protocol import load
 
     definition, service, service_grpc = load()
-    broker, endpoint, env = compat
+    broker, _, env = compat
     forwarder = PortForwarder(("127.0.0.1", broker.broker.rocketmq_port))
     host, port = forwarder.address.split(":")
     with grpc.insecure_channel(forwarder.address) as channel:
