@@ -19,7 +19,7 @@ import grpc
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk.errors import from_item_error, from_rpc_error
+from producer_sdk.errors import BrokerUnavailable, HalfmqError, from_item_error, from_rpc_error
 from spark_consumer.offsets import Ranges
 
 _OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
@@ -91,7 +91,7 @@ class BrokerClient:
             try:
                 result: pb.PullColumnsResponse = call.result()
             except grpc.RpcError as exc:
-                raise from_rpc_error(exc) from exc
+                raise self._error(exc) from exc
             return result
 
         return reply
@@ -129,7 +129,18 @@ class BrokerClient:
         try:
             return rpc(request, timeout=self._timeout, wait_for_ready=True, metadata=self._metadata)
         except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
+            raise self._error(exc) from exc
+
+    def _error(self, exc: grpc.RpcError) -> HalfmqError:
+        """The SDK's typed error for a failed call; one that never reached the broker names it."""
+        error = from_rpc_error(exc)
+        if isinstance(error, BrokerUnavailable):
+            return BrokerUnavailable(
+                f"no answer from the broker at {self._connection.broker} within {self._timeout:g} s ({error});"
+                " is it running there, and is the tlsCaFile option the broker's?",
+                status=error.status,
+            )
+        return error
 
     def close(self) -> None:
         self._channel.close()

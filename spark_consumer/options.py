@@ -79,19 +79,22 @@ class SourceOptions:
             ending=ending,
             max_offsets_per_trigger=_positive(given, "maxoffsetspertrigger", "maxOffsetsPerTrigger", None),
             fail_on_data_loss=_boolean(given.get("failondataloss", "true")),
-            fetch_size=min(_positive(given, "fetchsize", "fetchSize", MAX_FETCH) or MAX_FETCH, MAX_FETCH),
+            fetch_size=_positive(given, "fetchsize", "fetchSize", MAX_FETCH, most=MAX_FETCH) or MAX_FETCH,
         )
 
 
-def _positive(given: Mapping[str, str], key: str, name: str, default: int | None) -> int | None:
+def _positive(
+    given: Mapping[str, str], key: str, name: str, default: int | None, *, most: int | None = None
+) -> int | None:
     if key not in given:
         return default
+    bounds = "a positive integer" if most is None else f"an integer from 1 to {most}"
     try:
         value = int(given[key])
     except ValueError:
-        raise OptionError(f"option {name!r} must be a positive integer, got {given[key]!r}") from None
-    if value <= 0:
-        raise OptionError(f"option {name!r} must be a positive integer, got {value}")
+        raise OptionError(f"option {name!r} must be {bounds}, got {given[key]!r}") from None
+    if value <= 0 or (most is not None and value > most):
+        raise OptionError(f"option {name!r} must be {bounds}, got {value}")
     return value
 
 

@@ -116,6 +116,7 @@ def test_good_options_parse_with_kafka_like_defaults():
         ({**GOOD, "startingOffsets": "latest"}, False, "reads nothing"),
         ({**GOOD, "failOnDataLoss": "maybe"}, True, "failOnDataLoss"),
         ({**GOOD, "fetchSize": "-1"}, True, "fetchSize"),
+        ({**GOOD, "fetchSize": "5000"}, True, "'fetchSize' must be an integer from 1 to 1024, got 5000"),
         ({**GOOD, "startingOfsets": "earliest"}, True, "unknown option"),
     ],
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import tempfile
 import time
 
@@ -10,7 +11,8 @@ import pytest
 
 from broker.model import HALF_TOPIC
 from producer_sdk import LocalTransactionState, Message, Producer, TransactionProducer
-from spark_consumer.client import Connection
+from producer_sdk.errors import BrokerUnavailable
+from spark_consumer.client import BrokerClient, Connection
 from spark_consumer.offsets import DataLoss
 from spark_consumer.source import QueueSlice, read_slice
 from tests.spark_support import batch_reader, run_available_now, stream_reader
@@ -223,3 +225,12 @@ def test_a_broker_with_an_auth_token_is_read_with_the_token_option(spark, tmp_pa
         assert bodies(batch_reader(spark, secured.address, token="s3cret").collect()) == [f"t{i}" for i in range(6)]
     finally:
         secured.stop()
+
+
+def test_a_broker_out_of_reach_is_named_in_the_error():
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"
+    with BrokerClient(Connection(address), timeout=0.5) as client, pytest.raises(BrokerUnavailable) as refused:
+        client.ranges(("orders",))
+    assert f"no answer from the broker at {address} within 0.5 s" in str(refused.value)
