@@ -131,6 +131,36 @@ def test_a_user_project_reaches_each_failure_through_the_fixture(pytester):
     result.assert_outcomes(passed=5)
 
 
+TOPICS_PROJECT = """
+import pytest
+
+
+def queues(broker):
+    return {t["name"]: t["queues"] for t in broker.request("GET", "/topics")["items"]}
+
+
+def test_the_ini_topics_are_there(halfmq_broker):
+    assert queues(halfmq_broker) == {"orders": 4, "payments": 2}
+
+
+@pytest.mark.halfmq_topics("audit:1")
+def test_a_marker_adds_topics(halfmq_broker):
+    assert queues(halfmq_broker) == {"orders": 4, "payments": 2, "audit": 1}
+
+
+def test_the_session_broker_has_the_ini_topics_again_after_a_reset(halfmq_broker_session):
+    halfmq_broker_session.create_topic("scratch")
+    halfmq_broker_session.reset()
+    assert queues(halfmq_broker_session) == {"orders": 4, "payments": 2}
+"""
+
+
+def test_the_fixtures_start_with_the_topics_of_the_ini_option_and_the_marker(pytester):
+    pytester.makeini("[pytest]\nhalfmq_topics = orders:4\n    payments:2\n")
+    pytester.makepyfile(test_topics=TOPICS_PROJECT)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q", "--strict-markers").assert_outcomes(passed=3)
+
+
 CONTROLS = [
     ("post", "/test/clock", {"advance_seconds": 60}),
     ("post", "/test/checks", None),

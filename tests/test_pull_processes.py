@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import Message, Producer
 from spark_consumer.options import SourceOptions
 from spark_consumer.source import HalfmqBatchReader
-from tests.processes import ROOT, BrokerProcess
+from tests.processes import BrokerProcess
 from tests.spark_support import batch_reader, run_available_now, stream_reader
 from tests.support import BrokerThread, FakeClock, Pki, broker_settings, wait_until
 
@@ -238,21 +237,6 @@ def test_pull_processes_exit_when_the_broker_is_killed(tmp_path):
     finally:
         broker.kill()
     wait_until(lambda: not pull_pids(tmp_path / "data"), timeout=15, interval=0.1)
-
-
-def test_a_taken_pull_port_stops_the_broker_at_start_up_with_a_clear_error(tmp_path):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        started = subprocess.run(
-            [sys.executable, "-m", "broker", "--data-dir", str(tmp_path / "data"), "--grpc-port", "0",
-             "--http-port", "0", "--rocketmq-port", "0", "--pull-processes", "1", "--pull-port", str(port)],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-    assert started.returncode != 0
-    assert f"the pull process for port {port} did not start" in started.stdout + started.stderr
-    assert not pull_pids(tmp_path / "data")
 
 
 @pytest.mark.parametrize(
