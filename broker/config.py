@@ -45,6 +45,7 @@ class Settings:
     topics: tuple[Topic, ...] = ()
     auth_token: str | None = None
     tls: TlsFiles | None = None
+    metrics_open: bool = False
     test_controls: bool = False
 
     @property
@@ -135,7 +136,7 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ),
     ("flush", Flush, "sync: fsync before acknowledging (default); async: survive a process crash only"),
     ("max_body_bytes", _positive(int), "largest accepted message: body, keys, tags and properties (default 4 MiB)"),
-    ("auth_token", str, "shared token every gRPC call and mutating HTTP call must carry (default: none)"),
+    ("auth_token", str, "shared token every gRPC call and HTTP call but /healthz must carry (default: none)"),
     ("auth_token_file", Path, "file holding the auth token, e.g. a mounted secret (instead of --auth-token)"),
     ("tls_cert", Path, "PEM certificate chain: every port (native gRPC, RocketMQ 5, HTTP) serves TLS"),
     ("tls_key", Path, "PEM private key of --tls-cert"),
@@ -155,8 +156,12 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
     parser.add_argument(
         "--test-controls",
         action="store_true",
-        default=None,
         help="serve the test controls under /test: a movable clock, fault injection, check rounds on demand",
+    )
+    parser.add_argument(
+        "--metrics-open",
+        action="store_true",
+        help="serve /metrics without the auth token, for scrapers on a trusted network",
     )
     parser.add_argument(
         "--topic",
@@ -182,7 +187,7 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
             topics = [parse_topic(spec) for spec in env["HALFMQ_TOPICS"].split(",") if spec.strip()]
         except argparse.ArgumentTypeError as exc:
             parser.error(f"HALFMQ_TOPICS: {exc}")
-    test_controls = args.test_controls or env.get("HALFMQ_TEST_CONTROLS", "").lower() in ("1", "true", "yes", "on")
+    switches = {name: getattr(args, name) or _switched_on(env, name) for name in ("test_controls", "metrics_open")}
     token_file = values.pop("auth_token_file", None)
     if token_file is not None:
         if "auth_token" in values:
@@ -215,4 +220,8 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
         parser.error(f"--pull-processes must be at most {MAX_PULL_PROCESSES}, got {processes}")
     if first_port and first_port + processes - 1 > 65535:  # type: ignore[operator]
         parser.error(f"--pull-port {first_port} leaves no room for {processes} pull processes below port 65536")
-    return Settings(**values, topics=tuple(topics), test_controls=test_controls)  # type: ignore[arg-type]
+    return Settings(**values, topics=tuple(topics), **switches)  # type: ignore[arg-type]
+
+
+def _switched_on(env: Mapping[str, str], name: str) -> bool:
+    return env.get(f"HALFMQ_{name.upper()}", "").lower() in ("1", "true", "yes", "on")

@@ -12,8 +12,10 @@ from typing import Any
 class AdminError(Exception):
     """The admin API answered with an error, or could not be reached."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
+    def __init__(self, code: str, message: str, details: list[dict[str, Any]] | None = None) -> None:
+        """``details``: the reply's ``[{"where": [...], "problem": ...}]``, one per invalid field."""
+        said = [f"{'.'.join(str(part) for part in d.get('where', []))}: {d.get('problem')}" for d in details or []]
+        super().__init__("; ".join([f"{code}: {message}", *said]))
         self.code = code
 
 
@@ -53,6 +55,6 @@ class AdminClient:
                 error = json.load(exc)["error"]
             except (ValueError, KeyError, TypeError):
                 raise AdminError(f"HTTP_{exc.code}", exc.reason) from None
-            raise AdminError(error["code"], error["message"]) from None
+            raise AdminError(error["code"], error["message"], error.get("details")) from None
         except (urllib.error.URLError, OSError) as exc:
             raise AdminError("UNREACHABLE", f"cannot reach the admin API at {self._url}: {exc}") from None

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,23 +29,26 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join(lines) if rows else lines[0] + "\n(none)"
 
 
-def _ago(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds:.1f}s"
+DEFAULT_URL = "http://127.0.0.1:8080"
+_DUE = ("next_check", "discard")
 
 
 def _transaction_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    now = time.time()
-    return [
-        {
-            **t,
-            "age": _ago(t["age_seconds"]),
-            "next_check": _ago(t["next_check_at"] - now) if t["next_check_at"] else "-",
+    """Times to come as seconds from the broker's now (its epoch-ms times less the item's age)."""
+    rows = []
+    for t in items:
+        now_ms = t["half_stored_at"] + t["age_seconds"] * 1000
+        due = {
+            name: t[f"{name}_at"] and f"in {(t[f'{name}_at'] - now_ms) / 1000:.1f}s"
+            for name in ("next_check", "discard")
         }
-        for t in items
-    ]
+        rows.append({**t, "age": f"{t['age_seconds']:.1f}s", **due})
+    return rows
 
 
-TXN_COLUMNS = ("transaction_id", "state", "producer_group", "topic", "age", "check_times", "next_check", "orphaned")
+TXN_COLUMNS = (
+    "transaction_id", "state", "producer_group", "topic", "age", "check_times", "next_check", "discard", "orphaned",
+)  # fmt: skip
 
 
 def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
@@ -100,29 +102,44 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="halfmq", description="Operate a halfmq broker through its admin API.")
-    root.add_argument("--url", default=os.environ.get("HALFMQ_URL", "http://127.0.0.1:8080"), help="admin API URL")
-    root.add_argument("--token", default=os.environ.get("HALFMQ_AUTH_TOKEN"), help="the broker's auth token")
-    root.add_argument("--ca", help="PEM file of the CA that signed the broker's certificate (with an https:// --url)")
-    root.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    common = argparse.ArgumentParser(add_help=False)  # before or after the subcommand
+    common.add_argument(
+        "--url", default=argparse.SUPPRESS, help=f"admin API URL (default: $HALFMQ_URL or {DEFAULT_URL})"
+    )
+    common.add_argument(
+        "--token", default=argparse.SUPPRESS, help="the broker's auth token (default: $HALFMQ_AUTH_TOKEN)"
+    )
+    common.add_argument(
+        "--ca",
+        default=argparse.SUPPRESS,
+        help="PEM file of the CA that signed the broker's certificate (with an https:// --url)",
+    )
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON, not tables")
+    root = argparse.ArgumentParser(
+        prog="halfmq", description="Operate a halfmq broker through its admin API.", parents=[common]
+    )
     resources = root.add_subparsers(dest="resource", required=True)
 
-    topics = resources.add_parser("topics", help="list, create and inspect topics").add_subparsers(
+    def command(group: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = group.add_parser(name, parents=[common], **kwargs)
+        return parser
+
+    topics = command(resources, "topics", help="list, create and inspect topics").add_subparsers(
         dest="action", required=True
     )
-    topics.add_parser("list", help="list topics")
-    create = topics.add_parser("create", help="create a topic")
+    command(topics, "list", help="list topics")
+    create = command(topics, "create", help="create a topic")
     create.add_argument("name")
     create.add_argument("--queues", type=int, default=4)
     create.add_argument(
         "--retention", type=float, help="seconds its committed messages are kept (0: forever; default: the broker's)"
     )
-    topics.add_parser("offsets", help="per-queue offsets of a topic").add_argument("name")
+    command(topics, "offsets", help="per-queue offsets of a topic").add_argument("name")
 
-    txns = resources.add_parser("transactions", help="half messages and operator actions").add_subparsers(
+    txns = command(resources, "transactions", help="half messages and operator actions").add_subparsers(
         dest="action", required=True
     )
-    listing = txns.add_parser("list", help="list transactions of one state")
+    listing = command(txns, "list", help="list transactions of one state")
     listing.add_argument("--state", default="PENDING", choices=["PENDING", "COMMITTED", "ROLLED_BACK", "DISCARDED"])
     listing.add_argument("--limit", type=int, default=100)
     listing.add_argument("--offset", type=int, default=0)
@@ -132,29 +149,29 @@ def parser() -> argparse.ArgumentParser:
         ("rollback", "roll back a pending transaction"),
         ("resume", "make a discarded transaction pending again"),
     ):
-        txns.add_parser(action, help=text).add_argument("id")
+        command(txns, action, help=text).add_argument("id")
 
-    consumers = resources.add_parser("consumers", help="consumer offsets and lag").add_subparsers(
+    consumers = command(resources, "consumers", help="consumer offsets and lag").add_subparsers(
         dest="action", required=True
     )
-    consumers.add_parser("offsets", help="committed offset per group, topic and queue")
-    consumers.add_parser("lag", help="total lag per group and topic")
+    command(consumers, "offsets", help="committed offset per group, topic and queue")
+    command(consumers, "lag", help="total lag per group and topic")
 
-    send = resources.add_parser("send", help="send a normal test message")
+    send = command(resources, "send", help="send a normal test message")
     send.add_argument("topic")
     send.add_argument("body")
     send.add_argument("--key", action="append", default=[])
     send.add_argument("--tags", default="")
     send.set_defaults(action="send")
 
-    store = resources.add_parser("store", help="offline tools on a data directory (no broker needed)")
+    store = command(resources, "store", help="offline tools on a data directory (no broker needed)")
     store_actions = store.add_subparsers(dest="action", required=True)
-    store_actions.add_parser("inspect", help="schema version, file size, rows per table").add_argument("dir", type=Path)
-    exporting = store_actions.add_parser("export", help="the committed messages of a topic, to stdout")
+    command(store_actions, "inspect", help="schema version, file size, rows per table").add_argument("dir", type=Path)
+    exporting = command(store_actions, "export", help="the committed messages of a topic, to stdout")
     exporting.add_argument("dir", type=Path)
     exporting.add_argument("--topic", required=True)
     exporting.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
-    store_actions.add_parser("compact", help="VACUUM the store; the broker must be stopped").add_argument(
+    command(store_actions, "compact", help="VACUUM the store; the broker must be stopped").add_argument(
         "dir", type=Path
     )
     return root
@@ -170,7 +187,26 @@ def run_store(args: argparse.Namespace, out: Callable[[str], None]) -> None:
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> None:
+    try:
+        _main(argv, out)
+    except BrokenPipeError:  # the reader left (``| head``): end quietly, as other command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        sys.exit(1)
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments, with the defaults of the global flags (which may come anywhere) filled in."""
     args = parser().parse_args(argv)
+    given = vars(args)
+    given.setdefault("url", os.environ.get("HALFMQ_URL", DEFAULT_URL))
+    given.setdefault("token", os.environ.get("HALFMQ_AUTH_TOKEN"))
+    given.setdefault("ca", None)
+    given.setdefault("json", False)
+    return args
+
+
+def _main(argv: Sequence[str] | None, out: Callable[[str], None]) -> None:
+    args = parse(argv)
     if args.resource == "store":
         try:
             run_store(args, out)

@@ -42,12 +42,16 @@ def _open(data_dir: Path) -> sqlite_utils.Database:
 
 
 def inspect(data_dir: Path) -> dict[str, Any]:
-    """Schema version, file size, and rows per table."""
+    """Schema version, bytes on disk (the database file and its write-ahead log, where recent
+    writes live until a checkpoint moves them into the file), and rows per table."""
     db = _open(data_dir)
     try:
+        wal = data_dir / f"{DB_FILE}-wal"
+        wal_bytes = wal.stat().st_size if wal.exists() else 0
         return {
             "schema_version": db.execute("PRAGMA user_version").fetchone()[0],
-            "file_bytes": (data_dir / DB_FILE).stat().st_size,
+            "file_bytes": (data_dir / DB_FILE).stat().st_size + wal_bytes,
+            "wal_bytes": wal_bytes,
             "tables": {name: db.table(name).count for name in db.table_names() if name != "sqlite_sequence"},
         }
     finally:

@@ -67,6 +67,10 @@ def test_transactions_commands(broker, clock):
     clock.advance(7)
     listed = halfmq(broker, "transactions", "list").stdout
     assert first in listed and "3 pending in all" in listed and "orphaned".upper() in listed
+    header, row = listed.splitlines()[:2]
+    assert header.split()[-3:] == ["NEXT_CHECK", "DISCARD", "ORPHANED"]
+    max_age = broker.broker.settings.max_half_age
+    assert row.split()[-5:] == ["0", "-", "in", f"{max_age - 7:.1f}s", "True"]  # orphaned: no check until discarded
     assert [t["transaction_id"] for t in as_json(broker, "transactions", "list", "--limit", "2")["items"]] == [
         first,
         second,
@@ -100,6 +104,29 @@ def test_refusals_print_the_error_code_and_exit_1_without_changes(broker):
     hidden = halfmq(broker, "topics", "create", "RMQ_SYS_TRANS_HALF_TOPIC", check=False)
     assert hidden.returncode == 1 and "HIDDEN_TOPIC" in hidden.stderr
     assert store_snapshot(broker.broker.settings.data_dir) == before
+
+
+def test_global_flags_may_follow_the_subcommand(broker):
+    result = subprocess.run(
+        [sys.executable, "-m", "halfmq_cli", "topics", "list", "--json", "--url", broker.http],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["items"][0]["name"] == "orders"
+
+
+def test_a_refused_request_prints_what_was_wrong_with_it(broker):
+    before = store_snapshot(broker.broker.settings.data_dir)
+    refused = halfmq(broker, "topics", "create", "bad name!", check=False)
+    assert refused.returncode == 1
+    assert "INVALID_ARGUMENT: the request is malformed; body.name: String should match pattern" in refused.stderr
+    assert store_snapshot(broker.broker.settings.data_dir) == before
+
+
+@pytest.mark.parametrize("where", [[], ["topics", "list"]])
+def test_help_names_the_default_url(where):
+    shown = subprocess.run([sys.executable, "-m", "halfmq_cli", *where, "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0 and "http://127.0.0.1:8080" in shown.stdout and "--json" in shown.stdout
 
 
 def test_an_unreachable_broker_exits_2_with_a_clear_message():

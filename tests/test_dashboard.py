@@ -98,3 +98,54 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
     finally:
         stop.set()
         sender.join(30)
+
+
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--no-first-run", "--disable-sync", "--disable-quic"]  # fmt: skip
+
+
+def test_with_a_token_the_dashboard_asks_for_it_once_and_keeps_it(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    broker = BrokerThread(broker_settings(tmp_path / "data", auth_token="s3cret"))
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium(), args=BROWSER_ARGS)
+            page = browser.new_page()
+            page.goto(broker.http)
+            page.wait_for_selector("#token-form", state="visible", timeout=30_000)
+            assert page.inner_text("#health") == "token needed"
+            page.fill("#token", "wrong")
+            page.click("#token-form button")
+            page.wait_for_function("() => document.getElementById('updated').textContent === 'the token was refused'")
+            page.fill("#token", "s3cret")
+            page.click("#token-form button")
+            page.wait_for_function("() => document.getElementById('topic-rows').textContent.includes('orders')")
+            page.wait_for_function("() => document.getElementById('updated').textContent.startsWith('updated')")
+            page.wait_for_timeout(2500)  # a later refresh still has the token: no second prompt
+            assert page.is_hidden("#token-form") and page.inner_text("#health") == "ok"
+            browser.close()
+    finally:
+        broker.stop()
+
+
+def test_the_api_docs_page_works_offline(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    broker = BrokerThread(broker_settings(tmp_path / "data"))
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium(), args=BROWSER_ARGS)
+            page = browser.new_page()
+            elsewhere = []
+            page.route(
+                lambda url: not url.startswith(broker.http),
+                lambda route: (elsewhere.append(route.request.url), route.abort()),
+            )
+            page.goto(f"{broker.http}/docs")
+            page.wait_for_selector(".opblock", timeout=30_000)
+            assert page.locator(".opblock").count() >= 15 and "halfmq admin API" in page.inner_text("body")
+            assert elsewhere == []
+            browser.close()
+    finally:
+        broker.stop()

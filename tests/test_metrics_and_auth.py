@@ -88,16 +88,49 @@ def test_with_the_token_grpc_calls_and_sessions_work(secured):
     assert result.state is not None and result.state.value == "COMMITTED"
 
 
-def test_mutating_http_calls_need_the_token_and_reads_do_not(secured):
+def endpoints(url: str) -> list[tuple[str, str]]:
+    """Every method and path the admin API describes, path parameters filled in."""
+    described = httpx.get(f"{url}/openapi.json")
+    assert described.status_code == 200  # the API's description holds no data: open
+    filled = {"{name}": "orders", "{transaction_id}": "0" * 32}
+    found = []
+    for path, methods in described.json()["paths"].items():
+        for placeholder, value in filled.items():
+            path = path.replace(placeholder, value)
+        found += [(method.upper(), path) for method in methods]
+    return found
+
+
+def test_with_a_token_every_http_endpoint_but_healthz_needs_it_and_refusals_change_nothing(secured):
     url = secured.http
+    calls = endpoints(url)
+    assert len(calls) >= 15 and ("GET", "/transactions") in calls and ("GET", "/metrics") in calls
     before = store_snapshot(secured.broker.settings.data_dir)
-    refused = httpx.post(f"{url}/topics", json={"name": "payments", "queues": 1})
-    assert refused.status_code == 401 and refused.json()["error"]["code"] == "UNAUTHENTICATED"
-    wrong = httpx.post(f"{url}/topics", json={"name": "payments"}, headers={"Authorization": "Bearer nope"})
-    assert wrong.status_code == 401
-    txid = "0" * 32
-    assert httpx.post(f"{url}/transactions/{txid}/commit").status_code == 401
+    for method, path in calls:
+        for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": "s3cret"}):
+            answer = httpx.request(method, f"{url}{path}", json={"name": "payments"}, headers=headers)
+            if path == "/healthz":
+                assert answer.status_code == 200
+            else:
+                assert answer.status_code == 401, (method, path, headers, answer.text)
+                assert answer.json()["error"]["code"] == "UNAUTHENTICATED"
+                assert answer.headers["www-authenticate"] == "Bearer"
     assert store_snapshot(secured.broker.settings.data_dir) == before
-    assert httpx.get(f"{url}/topics").status_code == 200
-    created = httpx.post(f"{url}/topics", json={"name": "payments"}, headers={"Authorization": "Bearer s3cret"})
+    for page in ("/", "/static/dashboard.js", "/docs", "/docs/assets/swagger-ui-bundle.js"):
+        assert httpx.get(f"{url}{page}").status_code == 200, page  # the page shells hold no data
+    token = {"Authorization": "Bearer s3cret"}
+    for method, path in calls:
+        if method == "GET":
+            assert httpx.get(f"{url}{path}", headers=token).status_code in (200, 403, 404), path
+    created = httpx.post(f"{url}/topics", json={"name": "payments"}, headers=token)
     assert created.status_code == 201
+
+
+def test_metrics_open_serves_only_metrics_without_the_token(tmp_path):
+    broker = BrokerThread(broker_settings(tmp_path / "data", auth_token="s3cret", metrics_open=True), FakeClock())
+    try:
+        assert "halfmq_" in httpx.get(f"{broker.http}/metrics").text
+        assert httpx.get(f"{broker.http}/stats").status_code == 401
+        assert httpx.get(f"{broker.http}/transactions").status_code == 401
+    finally:
+        broker.stop()

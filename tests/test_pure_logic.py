@@ -8,6 +8,7 @@ import pytest
 
 from broker.config import load_settings
 from broker.errors import ResolutionConflict
+from broker.http_api.schemas import transaction_out
 from broker.model import Topic, Transaction, TransactionState
 from broker.store import Flush
 from broker.transaction.check import Action, CheckPolicy, decide
@@ -46,6 +47,23 @@ def txn(check_times=0, last_check_at=None, stored_at=0):
 )
 def test_the_check_decision_follows_the_design(transaction, now_ms, online, action):
     assert decide(transaction, now_ms, POLICY, online) is action
+
+
+@pytest.mark.parametrize(
+    ("transaction", "now_ms", "online", "next_check_at", "discard_at"),
+    [
+        (txn(), 1_000, True, 6_000, 100_000),  # not yet due
+        (txn(), 40_000, True, 40_000, 100_000),  # overdue: due now, never in the past
+        (txn(check_times=2, last_check_at=39_000), 40_000, True, 42_000, 100_000),  # awaiting its answer
+        (txn(), 40_000, False, None, 100_000),  # orphaned: no check goes until a producer is online
+        (txn(check_times=5, last_check_at=39_000), 40_000, True, None, 42_000),  # checks used up: after the answer
+        (txn(check_times=5, last_check_at=10_000), 40_000, True, None, 40_000),  # overdue discard: now
+        (txn(), 150_000, False, None, 150_000),  # past the age limit: at the next round
+    ],
+)
+def test_times_to_come_are_never_in_the_past(transaction, now_ms, online, next_check_at, discard_at):
+    out = transaction_out(transaction, now_ms=now_ms, online=online, policy=POLICY)
+    assert (out["next_check_at"], out["discard_at"]) == (next_check_at, discard_at)
 
 
 @pytest.mark.parametrize(

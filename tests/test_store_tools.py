@@ -68,6 +68,9 @@ def test_inspect_and_export_read_a_store_beside_its_running_broker_and_change_no
     report = json.loads(inspected.stdout)
     assert report["schema_version"] == VERSION
     assert report["tables"]["messages"] == 7 and report["tables"]["topics"] >= 4
+    wal = data / "halfmq.db-wal"
+    assert report["wal_bytes"] == wal.stat().st_size > 0  # the broker runs: recent writes are in the WAL
+    assert report["file_bytes"] == (data / "halfmq.db").stat().st_size + report["wal_bytes"]
 
     jsonl = halfmq_store("export", str(data), "--topic", "orders")
     assert jsonl.returncode == 0, jsonl.stderr
@@ -93,6 +96,19 @@ def test_inspect_and_export_read_a_store_beside_its_running_broker_and_change_no
     missing = halfmq_store("export", str(data), "--topic", "nope")
     assert (hidden.returncode, missing.returncode) == (1, 1)
     assert "hidden" in hidden.stderr and "does not exist" in missing.stderr
+
+
+def test_an_export_into_a_closed_pipe_ends_quietly(running):
+    with Producer(broker=running.address) as producer:  # more than a pipe's buffer holds
+        producer.send_batch([Message(topic="orders", body=bytes(1000), message_id=f"big-{i}") for i in range(500)])
+    exporting = subprocess.Popen(
+        [sys.executable, "-m", "halfmq_cli", "store", "export", str(running.data_dir), "--topic", "orders"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert exporting.stdout is not None and exporting.stdout.readline()  # ``| head -1``: one line read, then closed
+    exporting.stdout.close()
+    _, errors = exporting.communicate(timeout=60)
+    assert errors == b"" and exporting.returncode == 1
 
 
 def test_compact_refuses_while_a_broker_runs_and_keeps_every_message_after(running):

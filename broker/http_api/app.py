@@ -8,14 +8,17 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
+import fastapi_offline
 import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.security import HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from broker.clock import to_ms
 from broker.errors import HalfmqError
 from broker.http_api import consumers, controls, topics, transactions
 from broker.http_api.context import AdminContext, admin_context
@@ -25,14 +28,26 @@ from broker.http_api.status import error_body, status_for
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
+DOCS_ASSETS = "/docs/assets"
+# Paths that hold no data (the dashboard's page, the API's description and its viewer) and the
+# health probe answer without the auth token.
+OPEN_PATHS = frozenset(
+    ["/", "/healthz", "/openapi.json", "/docs", "/docs/oauth2-redirect"]
+    + [f"/static/{path.name}" for path in STATIC.iterdir()]
+    + [f"{DOCS_ASSETS}/{path.name}" for path in (Path(fastapi_offline.__file__).parent / "static").iterdir()]
+)
 _HTTP_CODES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}
 
 
 def create_app(context: AdminContext) -> FastAPI:
-    app = FastAPI(
+    app = fastapi_offline.FastAPIOffline(  # /docs from the package's own assets: it works offline
+        static_url=DOCS_ASSETS,
+        redoc_url=None,  # its page fetches a logo from a CDN
         title="halfmq admin API",
         version="1",
-        description="Topics, pending half messages and their checks, operator actions, consumer lag.",
+        description="Topics, pending half messages and their checks, operator actions, consumer lag. With an auth"
+        " token set, every path but /healthz needs `Authorization: Bearer <token>`.",
+        dependencies=[Depends(HTTPBearer(auto_error=False))],  # shows the token field in /docs; RequestGate checks it
     )
     app.state.context = context
     for router in (topics.router, transactions.router, consumers.router, controls.router):
@@ -71,7 +86,7 @@ def create_app(context: AdminContext) -> FastAPI:
         """Counter totals for the dashboard's rate charts."""
         on_disk, used = context.store.usage()
         return Stats(
-            time=context.clock(),
+            time=to_ms(context.clock()),
             pending_half_messages=context.store.pending_count(),
             totals=context.metrics.totals(),
             store_bytes=on_disk,
@@ -109,7 +124,13 @@ def create_server(app: FastAPI, host: str, port: int) -> HttpServer:
     capped and timed by ``BoundedH11Protocol``."""
     context: AdminContext = app.state.context
     settings = context.settings
-    gated = RequestGate(app, token=settings.auth_token, max_body_bytes=2 * settings.max_body_bytes + 64 * 1024)
+    open_paths = OPEN_PATHS | {"/metrics"} if settings.metrics_open else OPEN_PATHS
+    gated = RequestGate(
+        app,
+        token=settings.auth_token,
+        max_body_bytes=2 * settings.max_body_bytes + 64 * 1024,
+        open_paths=open_paths,
+    )
     config = uvicorn.Config(
         gated,
         host=host,

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastapi import Depends, HTTPException, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Request
 
 from broker.clock import Clock
 from broker.config import Settings
 from broker.controls import TestControls
-from broker.http_api.limits import token_matches
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
 from broker.store import Store
@@ -33,19 +31,3 @@ class AdminContext:
 def admin_context(request: Request) -> AdminContext:
     context: AdminContext = request.app.state.context
     return context
-
-
-_bearer = HTTPBearer(auto_error=False)
-
-
-def require_token(
-    credentials: HTTPAuthorizationCredentials | None = Depends(_bearer),  # noqa: B008
-    context: AdminContext = Depends(admin_context),  # noqa: B008
-) -> None:
-    """Mutating calls need ``Authorization: Bearer <token>`` when the broker has an auth token."""
-    expected = context.settings.auth_token
-    if expected is None:
-        return
-    given = credentials.credentials if credentials else ""
-    if not token_matches(f"Bearer {given}", expected):
-        raise HTTPException(status_code=401, detail="a valid bearer token is required")

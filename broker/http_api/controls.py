@@ -9,9 +9,9 @@ from pydantic import BaseModel, Field
 
 from broker.controls import TestControls
 from broker.errors import TestControlsOff
-from broker.http_api.context import AdminContext, admin_context, require_token
+from broker.http_api.context import AdminContext, admin_context
 
-router = APIRouter(prefix="/test", tags=["test controls"], dependencies=[Depends(require_token)])
+router = APIRouter(prefix="/test", tags=["test controls"])
 
 
 def controls(context: AdminContext = Depends(admin_context)) -> TestControls:  # noqa: B008

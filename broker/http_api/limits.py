@@ -1,7 +1,8 @@
 """Bounds of the HTTP front end (guarantee 11), applied before any route runs.
 
-- ``RequestGate``: a request with a body is authenticated and its declared length checked
-  before a byte of the body is read (401, 411 or 413 as JSON, and the connection closed).
+- ``RequestGate``: with an auth token set, every request but those for the open paths is
+  authenticated, and a request with a body has its declared length checked, before a byte of
+  the body is read (401, 411 or 413 as JSON, and the connection closed).
 - ``BoundedH11Protocol``: at most MAX_CONNECTIONS connections (more are closed at once), and a
   connection that has not sent a request head within HEAD_TIMEOUT seconds is closed.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections.abc import Container
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -28,25 +30,32 @@ def token_matches(authorization: str, token: str) -> bool:
 
 
 class RequestGate:
-    """ASGI middleware: authenticate and size-check requests with a body before reading it."""
+    """ASGI middleware: authenticate requests, and size-check those with a body, before reading it.
 
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int) -> None:
+    ``open_paths`` answer without the token: paths that hold no data (the dashboard's page and
+    scripts, the API's description and its viewer) and ``/healthz``, for probes.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int, open_paths: Container[str]) -> None:
         self._app = app
         self._token = token
         self._max_body_bytes = max_body_bytes
+        self._open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"].encode() in _BODY_METHODS:
-            refusal = self._refusal(dict(scope["headers"]))
+        if scope["type"] == "http":
+            refusal = self._refusal(scope["path"], scope["method"].encode(), dict(scope["headers"]))
             if refusal is not None:
                 await _refuse(send, *refusal)
                 return
         await self._app(scope, receive, send)
 
-    def _refusal(self, headers: dict[bytes, bytes]) -> tuple[int, str, str] | None:
+    def _refusal(self, path: str, method: bytes, headers: dict[bytes, bytes]) -> tuple[int, str, str] | None:
         authorization = headers.get(b"authorization", b"").decode("latin-1")
-        if self._token is not None and not token_matches(authorization, self._token):
-            return 401, "UNAUTHENTICATED", "a valid bearer token is required"
+        if self._token is not None and path not in self._open_paths and not token_matches(authorization, self._token):
+            return 401, "UNAUTHENTICATED", "a valid bearer token is required (Authorization: Bearer <token>)"
+        if method not in _BODY_METHODS:
+            return None
         length = headers.get(b"content-length")
         if length is None:
             if b"transfer-encoding" in headers:

@@ -7,7 +7,9 @@ from typing import Annotated, Generic, TypeVar
 from fastapi import Query
 from pydantic import BaseModel, Field
 
+from broker.clock import to_ms
 from broker.model import MAX_QUEUES, MAX_RETENTION, CheckRecord, Transaction, TransactionState
+from broker.transaction.check import CheckPolicy
 
 T = TypeVar("T")
 MAX_OFFSET = 2**62  # list offsets beyond SQLite's 64-bit integers are refused, not a server error
@@ -25,6 +27,8 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="items per page")]
 Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="items to skip")]
 
 
+# Every time in the admin API, as in the SDK, is broker time in epoch milliseconds; durations are seconds.
+EpochMs = Annotated[int, Field(description="broker time, milliseconds since the epoch")]
 _RETENTION = "seconds its committed messages are kept; 0 keeps them all, null follows the broker's --retention"
 
 
@@ -70,12 +74,12 @@ class QueueOut(BaseModel):
 
 class CheckOut(BaseModel):
     check_no: int
-    checked_at: float = Field(description="broker time, seconds since the epoch")
+    checked_at: EpochMs
     client_id: str
 
     @classmethod
     def of(cls, check: CheckRecord) -> CheckOut:
-        return cls(check_no=check.check_no, checked_at=check.checked_at / 1000, client_id=check.client_id)
+        return cls(check_no=check.check_no, checked_at=check.checked_at, client_id=check.client_id)
 
 
 class TransactionOut(BaseModel):
@@ -86,12 +90,18 @@ class TransactionOut(BaseModel):
     queue_id: int
     state: TransactionState
     check_times: int
-    half_stored_at: float = Field(description="broker time, seconds since the epoch")
+    half_stored_at: EpochMs
     age_seconds: float
-    last_check_at: float | None
-    next_check_at: float | None = Field(description="when the next check is due (pending only)")
+    last_check_at: EpochMs | None
+    next_check_at: EpochMs | None = Field(
+        description="pending only: the earliest time of its next check (the first check round from then sends it);"
+        " null when no check will go, because no producer of its group is online (orphaned) or the checks are used up"
+    )
+    discard_at: EpochMs | None = Field(
+        description="pending only: when the check service discards it if it is still unresolved then"
+    )
     orphaned: bool = Field(description="pending, and no producer of its group is online")
-    resolved_at: float | None
+    resolved_at: EpochMs | None
     resolution_source: str | None
 
 
@@ -115,7 +125,7 @@ class ConsumerOut(BaseModel):
 class Stats(BaseModel):
     """Counters since the broker started, for rates: differences between two readings."""
 
-    time: float = Field(description="broker time, seconds since the epoch")
+    time: EpochMs
     pending_half_messages: int
     totals: dict[str, float] = Field(description="committed, rolled_back, discarded, checks_<outcome>")
     store_bytes: int = Field(description="bytes the store's files take on disk")
@@ -128,17 +138,19 @@ class Health(BaseModel):
     producer_sessions: int
 
 
-def transaction_out(
-    txn: Transaction, *, now_ms: int, online: bool, transaction_timeout: float, check_timeout: float
-) -> dict[str, object]:
-    """The fields of TransactionOut for ``txn`` at broker time ``now_ms``."""
+def transaction_out(txn: Transaction, *, now_ms: int, online: bool, policy: CheckPolicy) -> dict[str, object]:
+    """The fields of TransactionOut for ``txn`` at broker time ``now_ms``: times to come are never in the past."""
     pending = txn.state is TransactionState.PENDING
-    next_check = None
+    answer_by = None if txn.last_check_at is None else txn.last_check_at + to_ms(policy.check_timeout)
+    checks_left = txn.check_times < policy.check_max
+    next_check = discard = None
     if pending:
-        due = txn.half_stored_at / 1000 + transaction_timeout
-        if txn.last_check_at is not None:
-            due = max(due, txn.last_check_at / 1000 + check_timeout)
-        next_check = due
+        discard = txn.half_stored_at + to_ms(policy.max_half_age)
+        if checks_left and online:
+            next_check = max(txn.half_stored_at + to_ms(policy.transaction_timeout), answer_by or 0, now_ms)
+        elif not checks_left:
+            discard = min(discard, max(answer_by or 0, now_ms))
+        discard = max(discard, now_ms)
     return {
         "transaction_id": txn.transaction_id,
         "message_id": txn.message_id,
@@ -147,11 +159,12 @@ def transaction_out(
         "queue_id": txn.queue_id,
         "state": txn.state,
         "check_times": txn.check_times,
-        "half_stored_at": txn.half_stored_at / 1000,
+        "half_stored_at": txn.half_stored_at,
         "age_seconds": max(now_ms - txn.half_stored_at, 0) / 1000,
-        "last_check_at": None if txn.last_check_at is None else txn.last_check_at / 1000,
+        "last_check_at": txn.last_check_at,
         "next_check_at": next_check,
+        "discard_at": discard,
         "orphaned": pending and not online,
-        "resolved_at": None if txn.resolved_at is None else txn.resolved_at / 1000,
+        "resolved_at": txn.resolved_at,
         "resolution_source": txn.resolution_source,
     }

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query
 
 from broker.clock import to_ms
-from broker.http_api.context import AdminContext, admin_context, require_token
+from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.schemas import CheckOut, Limit, Offset, Page, TransactionDetail, TransactionOut, transaction_out
 from broker.model import Resolution, Transaction, TransactionState
 
@@ -20,8 +20,7 @@ def _out(context: AdminContext, txn: Transaction) -> dict[str, Any]:
         txn,
         now_ms=to_ms(context.clock()),
         online=bool(context.registry.sessions(txn.producer_group)),
-        transaction_timeout=context.settings.transaction_timeout,
-        check_timeout=context.settings.check_timeout,
+        policy=context.settings.check_policy,
     )
 
 
@@ -57,21 +56,21 @@ def transaction_detail(
     )
 
 
-@router.post("/{transaction_id}/commit", response_model=TransactionOut, dependencies=[Depends(require_token)])
+@router.post("/{transaction_id}/commit", response_model=TransactionOut)
 async def commit(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Commit a pending transaction as an operator: its message becomes visible once."""
     await context.transactions.operator_end(transaction_id, Resolution.COMMIT)
     return TransactionOut(**_out(context, await context.store.query(context.store.transaction, transaction_id)))
 
 
-@router.post("/{transaction_id}/rollback", response_model=TransactionOut, dependencies=[Depends(require_token)])
+@router.post("/{transaction_id}/rollback", response_model=TransactionOut)
 async def rollback(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Roll back a pending transaction as an operator: its message is never delivered."""
     await context.transactions.operator_end(transaction_id, Resolution.ROLLBACK)
     return TransactionOut(**_out(context, await context.store.query(context.store.transaction, transaction_id)))
 
 
-@router.post("/{transaction_id}/resume", response_model=TransactionOut, dependencies=[Depends(require_token)])
+@router.post("/{transaction_id}/resume", response_model=TransactionOut)
 async def resume(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Make a discarded transaction pending again, with its check count reset."""
     txn = await context.transactions.resume(transaction_id)

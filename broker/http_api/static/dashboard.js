@@ -6,11 +6,26 @@ const HISTORY_SECONDS = 300;
 const readings = [];  // {time, totals}
 const $ = (id) => document.getElementById(id);
 
+// A broker with an auth token answers 401: the page asks for the token once and keeps it, in
+// memory only, for as long as it is open.
+let token = null;
+class TokenNeeded extends Error {}
+
 async function get(path) {
-  const response = await fetch(path, { headers: { Accept: "application/json" } });
+  const headers = { Accept: "application/json" };
+  if (token !== null) headers.Authorization = `Bearer ${token}`;
+  const response = await fetch(path, { headers });
+  if (response.status === 401) throw new TokenNeeded(token === null ? "this broker needs its auth token" : "the token was refused");
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
   return response.json();
 }
+
+$("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  token = $("token").value;
+  $("token-form").hidden = true;
+  refresh();
+});
 
 function escape(text) {
   return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
@@ -89,16 +104,17 @@ async function refresh() {
     $("store-bytes").textContent = bytes(stats.store_bytes);
     $("store-bytes").title = `${bytes(stats.store_used_bytes)} in use`;
 
-    readings.push({ time: stats.time, totals: stats.totals });
-    while (readings.length && readings[0].time < stats.time - HISTORY_SECONDS) readings.shift();
+    const now = stats.time / 1000;  // the API's times are epoch milliseconds
+    readings.push({ time: now, totals: stats.totals });
+    while (readings.length && readings[0].time < now - HISTORY_SECONDS) readings.shift();
     for (const key of ["committed", "rolled_back", "discarded", "checks"]) drawChart($(`chart-${key}`), rates(key));
 
     $("pending-total").textContent = `(${pending.total})`;
     $("pending-rows").innerHTML = pending.items.length ? pending.items.map((t) => `<tr class="pending-row">
         <td><code>${escape(t.transaction_id)}</code></td><td>${escape(t.producer_group)}</td><td>${escape(t.topic)}</td>
         <td>${seconds(t.age_seconds)}</td><td>${t.check_times}</td>
-        <td>${t.next_check_at ? seconds(Math.max(0, t.next_check_at - stats.time)) : "–"}</td>
-        <td>${t.orphaned ? '<span class="orphaned">orphaned: no producer online</span>' : ""}</td></tr>`).join("")
+        <td>${t.next_check_at === null ? "–" : `in ${seconds((t.next_check_at - stats.time) / 1000)}`}</td>
+        <td>${t.orphaned ? `<span class="orphaned">orphaned: no producer online; discarded in ${seconds((t.discard_at - stats.time) / 1000)}</span>` : ""}</td></tr>`).join("")
       : '<tr><td colspan="7" class="muted">none</td></tr>';
 
     const queueLists = await Promise.all(topics.items.map((t) => get(`/topics/${encodeURIComponent(t.name)}/queues`)));
@@ -108,10 +124,16 @@ async function refresh() {
       `<tr><td>${escape(c.group)}</td><td>${escape(c.topic)}</td><td>${c.queue_id}</td><td>${c.offset}</td><td>${c.lag}</td></tr>`).join("")
       : '<tr><td colspan="5" class="muted">none</td></tr>';
   } catch (error) {
+    if (error instanceof TokenNeeded) {
+      $("health").textContent = "token needed"; $("health").className = "pill bad";
+      $("updated").textContent = error.message;
+      $("token-form").hidden = false;
+      return;
+    }
     $("health").textContent = "unreachable"; $("health").className = "pill bad";
     $("updated").textContent = String(error);
   }
 }
 
 refresh();
-setInterval(refresh, 2000);
+setInterval(() => { if ($("token-form").hidden) refresh(); }, 2000);
