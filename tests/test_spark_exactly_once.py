@@ -106,3 +106,19 @@ def test_a_query_on_a_fresh_checkpoint_applies_its_batches_although_their_ids_we
     assert next(b for q, b in applied if q == queries[1]) == 0, "the new query counts its batch ids from 0"
     assert "already applied, skipped" not in second.stderr
     assert amounts(tmp_path) == {c: expected[c] + more[c] for c in expected}
+
+
+def test_bodies_that_are_not_order_events_are_counted_and_reported(broker, tmp_path):
+    expected = send_orders(broker.address, 3)
+    with TransactionProducer(group="orders-svc", broker=broker.address, listener=ScriptedListener("COMMIT")) as p:
+        for body in (b"not json", b'{"customer": "c9"}', b'{"customer": "c9", "amount": "lots"}'):
+            p.send_message_in_transaction(Message(topic="orders", body=body))
+    finished = run_job(broker.address, tmp_path)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert amounts(tmp_path) == expected
+    assert "3 message(s) left out: their body is not an order event" in finished.stdout
+    assert "message(s) whose body is not an order event were left out, the first at orders queue" in finished.stderr
+    shown = subprocess.run(
+        [sys.executable, "-m", "spark_consumer.jobs.order_totals", "--help"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert '{"order": "o-1", "customer": "alice", "amount": 30}' in shown.stdout

@@ -4,8 +4,7 @@
         --checkpoint ./ckpt --sink ./totals.db --parquet ./orders-parquet --once
     spark-submit spark_consumer/jobs/order_totals.py ...   # the same, on a cluster
 
-An order event's body is JSON: {"order": "o-1", "customer": "c-1", "amount": 30}. Each
-micro-batch writes its events to ``<parquet>/query_id=<query>/batch_id=<id>`` (overwritten on
+Each micro-batch writes its events to ``<parquet>/query_id=<query>/batch_id=<id>`` (overwritten on
 replay) and adds its per-customer totals to the SQLite sink with the query's id and its batch id,
 in one SQLite transaction; a replayed batch (same query, same id, same messages) changes nothing.
 The query id lives in the checkpoint: a fresh checkpoint is a new query, whose batch ids start
@@ -27,6 +26,12 @@ from pyspark.sql import functions as F
 import spark_consumer
 from spark_consumer.sink import TotalsSink
 
+BODY_FORMAT = """\
+An order event's body is a JSON object in UTF-8:
+  {"order": "o-1", "customer": "alice", "amount": 30}
+customer (a string) and amount (a number) are required; order is kept in the Parquet output.
+A message whose body is not such an object is left out of the totals and counted: each batch
+logs how many it skipped with the place of the first, and the job prints the count at the end."""
 EVENT_SCHEMA = "order string, customer string, amount double"
 # The streaming query's id (kept in its checkpoint across restarts), set by Spark for the batch's thread.
 QUERY_ID = "sql.streaming.queryId"
@@ -34,7 +39,12 @@ log = logging.getLogger("order_totals")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="order_totals", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="order_totals",
+        description=__doc__.split("\n")[0],
+        epilog=BODY_FORMAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--broker", required=True, help="halfmq broker host:port")
     parser.add_argument("--topic", default="orders")
     parser.add_argument("--checkpoint", required=True, type=Path, help="Spark checkpoint directory")
@@ -51,32 +61,46 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def events(frame: DataFrame) -> DataFrame:
-    """Order events parsed from message bodies; bodies that are not order JSON are dropped."""
-    parsed = frame.select(
-        F.from_json(F.col("body").cast("string"), EVENT_SCHEMA).alias("event"),
+def parsed(frame: DataFrame) -> DataFrame:
+    """Message bodies parsed as order events, with ``is_event`` false where a body is not one."""
+    event = F.from_json(F.col("body").cast("string"), EVENT_SCHEMA)
+    return frame.select(
+        event.alias("event"), "topic", "queue_id", "queue_offset", "message_id", "store_timestamp"
+    ).select(
+        "event.*",
         "topic",
         "queue_id",
         "queue_offset",
         "message_id",
         "store_timestamp",
-    )
-    return parsed.select("event.*", "topic", "queue_id", "queue_offset", "message_id", "store_timestamp").where(
-        F.col("customer").isNotNull() & F.col("amount").isNotNull()
+        (F.col("event.customer").isNotNull() & F.col("event.amount").isNotNull()).alias("is_event"),
     )
 
 
-def process_batch(args: argparse.Namespace, sink: TotalsSink) -> Any:
+def process_batch(args: argparse.Namespace, sink: TotalsSink, skipped: list[int]) -> Any:
+    """The foreachBatch function; it adds each batch's count of bodies that are not events to ``skipped``."""
+
     def process(frame: DataFrame, batch_id: int) -> None:
         query_id = frame.sparkSession.sparkContext.getLocalProperty(QUERY_ID)
         if not query_id:
             raise RuntimeError(f"Spark did not give this batch its query id ({QUERY_ID})")
-        batch = events(frame).cache()
+        everything = parsed(frame).cache()
+        others = everything.where(~F.col("is_event"))
+        first = others.orderBy("topic", "queue_id", "queue_offset").first()
+        if first is not None:
+            count = others.count()
+            skipped.append(count)
+            log.warning(
+                "batch %d: %d message(s) whose body is not an order event were left out, the first at %s queue %d"
+                " offset %d (see --help for the format)",
+                batch_id, count, first.topic, first.queue_id, first.queue_offset,
+            )  # fmt: skip
+        batch = everything.where(F.col("is_event")).drop("is_event")
         batch.write.mode("overwrite").parquet(str(args.parquet / f"query_id={query_id}" / f"batch_id={batch_id}"))
         totals = batch.groupBy("customer").agg(F.sum("amount").alias("amount"), F.count("*").alias("events"))
         applied = sink.apply(query_id, batch_id, [(r.customer, r.amount, r.events) for r in totals.collect()])
         log.info("query %s batch %d: %s", query_id, batch_id, "applied" if applied else "already applied, skipped")
-        batch.unpersist()
+        everything.unpersist()
         if args.crash_after_batch == batch_id:
             os._exit(3)  # after the sink's commit, before Spark records the batch as done
 
@@ -99,15 +123,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.max_per_batch:
         reader = reader.option("maxOffsetsPerTrigger", str(args.max_per_batch))
     sink = TotalsSink(args.sink, guard=not args.no_batch_guard)
+    skipped: list[int] = []
     writer = (
         reader.load()
-        .writeStream.foreachBatch(process_batch(args, sink))
+        .writeStream.foreachBatch(process_batch(args, sink, skipped))
         .option("checkpointLocation", str(args.checkpoint))
     )
     writer = writer.trigger(availableNow=True) if args.once else writer.trigger(processingTime=args.interval)
     writer.start().awaitTermination()
     for customer, (amount, count) in sorted(sink.totals().items()):
         print(f"{customer}: {amount:.2f} over {count} orders")
+    if skipped:
+        print(f"{sum(skipped)} message(s) left out: their body is not an order event (see --help for the format)")
     spark.stop()
 
 
