@@ -21,6 +21,17 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def stop(self) -> None:
+        """Cancel what is left on the loop (as ``asyncio.run`` does on exit), then end it: a task
+        still pending when the loop closes, such as gRPC's own for a cancelled call, would be
+        reported as destroyed."""
+        self.run(_cancel_remaining())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+
+
+async def _cancel_remaining() -> None:
+    remaining = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in remaining:
+        task.cancel()
+    await asyncio.gather(*remaining, return_exceptions=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import queue
 import sqlite3
+import subprocess
+import sys
 import time
 
 import grpc
@@ -16,6 +18,7 @@ from broker.store.base import DB_FILE
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import AsyncTransactionProducer, Message
+from tests.processes import BrokerProcess
 from tests.support import BrokerThread, ScriptedListener, broker_settings, half_log, store_snapshot, topic_rows
 
 
@@ -135,3 +138,59 @@ def test_a_stream_runs_at_most_max_calls_at_once_and_reads_the_rest_as_they_fini
     assert running == MAX_CALLS
     assert sorted(replies) == list(range(calls)), "the rest were read and answered once calls finished"
     assert [outcomes(reply) for reply in replies.values()] == [[("result", "")]] * calls
+
+
+PRODUCER_THAT_EXITS = """
+import sys
+from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionListener, TransactionProducer
+
+class Commit(TransactionListener):
+    def execute_local_transaction(self, msg, arg):
+        return LocalTransactionState.COMMIT
+
+    def check_local_transaction(self, msg):
+        return LocalTransactionState.COMMIT
+
+with TransactionProducer(group="exits", broker=sys.argv[1], listener=Commit()) as producer:
+    for n in range(3):
+        producer.send_message_in_transaction(Message(topic="orders", body=b"x"))
+with PullConsumer(group="exits", broker=sys.argv[1]) as consumer:
+    consumer.pull("orders", queue_id=0, offset=0)
+"""
+
+
+async def cancel_streams(address: str) -> None:
+    """Transact streams cancelled by their client: before any reply, after one, and while sending."""
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = pb_grpc.BrokerStub(channel)
+        calls = []
+        for shape in range(12):
+            call = stub.Transact()
+            calls.append(call)
+            items = [pb.SendHalfMessageRequest(message=pb.Message(topic="orders", body=b"x"), producer_group="g")]
+            for call_id in range(20):
+                await call.write(pb.TransactUp(call_id=call_id, halves=pb.SendHalfMessagesRequest(items=items * 5)))
+            if shape % 3 == 1:
+                await call.read()
+            if shape % 3 != 2:
+                call.cancel()
+        await asyncio.sleep(0.05)
+        for call in calls:
+            call.cancel()
+        await asyncio.sleep(0.5)
+
+
+def test_clients_that_exit_or_cancel_their_streams_leave_no_noise_on_either_side(tmp_path):
+    broker = BrokerProcess(tmp_path / "data")
+    broker.start()
+    try:
+        for _ in range(8):
+            ran = subprocess.run([sys.executable, "-c", PRODUCER_THAT_EXITS, broker.address], capture_output=True,
+                                 text=True, timeout=60)  # fmt: skip
+            assert (ran.returncode, ran.stdout, ran.stderr) == (0, "", "")
+        asyncio.run(cancel_streams(broker.address))
+        assert broker.terminate() == 0
+    finally:
+        broker.stop()
+    logged = broker.log.read_text()
+    assert "Traceback" not in logged and "Error" not in logged, logged[-3000:]
