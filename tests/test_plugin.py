@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from halfmq_testing import EmbeddedBroker
-from tests.processes import ROOT, official
+from tests.processes import official
 from tests.support import BrokerThread, broker_settings, store_snapshot
 
 pytest_plugins = ["pytester"]
@@ -202,20 +202,6 @@ def test_an_official_rocketmq_5_producer_is_checked_through_check_now(tmp_path):
             checker.stdin.close()
             checker.wait(60)
         assert [m.body for m in broker.committed("orders")] == [b"rmq-orphan"]
-
-
-def readme_recipes() -> str:
-    """The Python blocks of the README's recipes, in order: one test module."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Testing your code against halfmq", 1)[1].split("\n## ", 1)[0]
-    return "\n\n".join(block.split("```", 1)[0] for block in section.split("```python\n")[1:])
-
-
-def test_the_readme_recipes_pass_as_a_user_s_tests(pytester):
-    recipes = readme_recipes()
-    assert recipes.count("\ndef test_") == 3
-    pytester.makepyfile(test_recipes=recipes)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q").assert_outcomes(passed=3)
 
 
 def test_the_clock_stays_ahead_across_a_restart_and_check_rounds_can_be_delayed(tmp_path):
