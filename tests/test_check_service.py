@@ -1,4 +1,4 @@
-"""The check service through real producer sessions: guarantees 3, 4 and 5 (DESIGN section 4)."""
+"""The check service through real producer sessions: guarantees 3, 4 and 5 (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Process-level fault tests: real processes, real gRPC, SIGKILL (DESIGN section 4, guarantees 1, 3, 5)."""
+"""Process-level fault tests: real processes, real gRPC, SIGKILL (docs/architecture.md, guarantees 1, 3, 5)."""
 
 from __future__ import annotations
 

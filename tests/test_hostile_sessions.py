@@ -1,4 +1,4 @@
-"""No producer session can stall or waste the checks (DESIGN section 4, guarantees 8 to 10).
+"""No producer session can stall or waste the checks (docs/architecture.md, guarantees 8 to 10).
 
 Sessions that stop reading, or read and never answer, are real gRPC streams on 127.0.0.1.
 """

@@ -1,4 +1,4 @@
-"""Transactions end to end through the SDK and real gRPC: DESIGN section 4, guarantees 1 and 2."""
+"""Transactions end to end through the SDK and real gRPC: docs/architecture.md, guarantees 1 and 2."""
 
 from __future__ import annotations
 

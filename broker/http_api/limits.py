@@ -1,4 +1,4 @@
-"""Bounds of the HTTP front end (guarantee 11), applied before any route runs.
+"""Bounds of the HTTP front end (docs/architecture.md, guarantee 11), applied before any route runs.
 
 - ``RequestGate``: with an auth token set, every request but those for the open paths is
   authenticated, and a request with a body has its declared length checked, before a byte of

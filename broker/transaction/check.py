@@ -1,4 +1,5 @@
-"""The check service: ask producers about half messages nobody has resolved (DESIGN section 2, step 4).
+"""The check service: ask producers about half messages nobody has resolved (docs/architecture.md,
+the transaction flow, step 4).
 
 ``decide`` is the pure rule for one transaction; ``CheckService.check_once(now)`` applies it to
 every due pending transaction; ``CheckService.run`` is the thin periodic loop around it.
@@ -28,7 +29,7 @@ _YIELD_EVERY = 500
 
 @dataclass(frozen=True)
 class CheckPolicy:
-    """Check limits, in seconds: DESIGN section 2 defaults."""
+    """Check limits, in seconds: the defaults of docs/architecture.md, the transaction flow."""
 
     transaction_timeout: float = 6.0
     check_max: int = 5

@@ -1,5 +1,5 @@
 """A producer session's outbox: a bounded queue of checks, written in order by one task, each
-write with a deadline (DESIGN section 4, guarantee 8).
+write with a deadline (docs/architecture.md, guarantee 8).
 
 The check service never awaits a session: it offers a check and gets a future, or ``None`` when
 the outbox is full. Queued checks are light (the transaction record); the message is loaded only

@@ -5,7 +5,7 @@ Checks go round-robin, per group, to the group's healthiest sessions: those with
 lets a check expire is demoted while a healthier one exists; any answer, UNKNOWN included,
 clears its strikes.
 
-How an unanswered check counts (DESIGN section 4, guarantee 9): it counts against the message's
+How an unanswered check counts (docs/architecture.md, guarantee 9): it counts against the message's
 ``check_max`` unless, when it expires, another live session of the group has no strikes. Then
 the group still has a producer that may answer, and the check is refunded. So silent sessions
 beside one honest producer never use up a budget (the honest one never gets a strike), while

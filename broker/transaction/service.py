@@ -1,4 +1,5 @@
-"""Prepare, commit, roll back, discard and resume half messages (DESIGN section 2, steps 1 and 3).
+"""Prepare, commit, roll back, discard and resume half messages (docs/architecture.md, the
+transaction flow, steps 1 and 3).
 
 Every change of a transaction's state goes through this service, which is where it is measured.
 """
