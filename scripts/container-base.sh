@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# Copied from the workplace's shared/tools/container-base.sh so that CI clones have it.
-# Build a local stand-in for the python:3.11-slim base image, with no container registry,
-# so that the project's Dockerfile can be built and run with podman on these machines.
+# Build a local stand-in for the python:3.11-slim base image without a container registry, so
+# the Dockerfile can be built and run with podman where no registry is reachable.
 #
-#   eval "$(../shared/tools/container-base.sh)"   # prints: export CONTAINERS_CONF=... HALFMQ_BASE_IMAGE=...
+#   eval "$(scripts/container-base.sh)"   # prints: export CONTAINERS_CONF=... HALFMQ_BASE_IMAGE=...
 #   podman build --build-arg BASE_IMAGE="$HALFMQ_BASE_IMAGE" -t halfmq:test .
 #   podman run -d --network host halfmq:test
 #
