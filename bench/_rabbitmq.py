@@ -75,15 +75,15 @@ class RabbitMQ:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-async def run_transactions(port: int, producers: int, seconds: float, body: bytes) -> float:
-    """Committed AMQP transactions per second, one message each, ``producers`` connections in parallel."""
+async def run_transactions(port: int, producers: int, seconds: float, body: bytes) -> tuple[list[float], float]:
+    """Committed AMQP transactions of one message each, ``producers`` connections in parallel:
+    (each one's publish-commit latency in seconds, the seconds they took)."""
     import aio_pika
 
-    count = 0
+    latencies: list[float] = []
     stop_at = time.perf_counter() + seconds
 
     async def producer() -> None:
-        nonlocal count
         connection = await aio_pika.connect(f"amqp://guest:guest@127.0.0.1:{port}/")
         async with connection:
             channel = await connection.channel(publisher_confirms=False)
@@ -91,14 +91,14 @@ async def run_transactions(port: int, producers: int, seconds: float, body: byte
             transaction = channel.transaction()
             await transaction.select()
             message = aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT)
-            while time.perf_counter() < stop_at:
+            while (began := time.perf_counter()) < stop_at:
                 await channel.default_exchange.publish(message, routing_key="halfmq-bench")
                 await transaction.commit()
-                count += 1
+                latencies.append(time.perf_counter() - began)
 
     began = time.perf_counter()
     await asyncio.gather(*(producer() for _ in range(producers)))
-    return count / (time.perf_counter() - began)
+    return latencies, time.perf_counter() - began
 
 
 async def run_confirms(port: int, in_flight: int, seconds: float, body: bytes) -> float:
@@ -129,9 +129,7 @@ async def measure(port: int, dist_port: int, producers: int, seconds: float, bod
     server = RabbitMQ(port, dist_port)
     try:
         await server.wait_ready()
-        return (
-            await run_transactions(port, producers, seconds, body),
-            await run_confirms(port, producers, seconds, body),
-        )
+        latencies, elapsed = await run_transactions(port, producers, seconds, body)
+        return len(latencies) / elapsed, await run_confirms(port, producers, seconds, body)
     finally:
         server.stop()

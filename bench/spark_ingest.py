@@ -40,6 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.charts import bars
 from bench.txn import Listener, run_shape, start, start_broker
 from broker.model import MAX_PULL, Message
 from broker.store import Flush, Store
@@ -236,6 +237,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--body", type=int, default=1024)
     parser.add_argument("--pull-processes", type=int, default=2)
+    parser.add_argument("--chart", type=Path, help="draw Spark's rows/s, each way, to this PNG file")
     args = parser.parse_args()
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-ingest-"))
     began = time.perf_counter()
@@ -322,6 +324,19 @@ def main() -> None:
         latency = f"p50 {txn['p50_ms']:.1f} ms, p99 {txn['p99_ms']:.1f} ms"
         print(f"transactions during a Spark ingest {how}: {txn['tps']:,.0f} txn/s, {latency};"
               f" ratio to alone {txn['tps'] / txn_alone['tps']:.2f}; ingest {count / seconds:,.0f} rows/s")  # fmt: skip
+    if args.chart:
+        spark_ways = [("segments", name) for name in ("halfmq_direct", "halfmq", "replay", "halfmq_ceiling", "parquet")]
+        spark_ways.insert(1, ("rows", "halfmq_direct"))
+        bars(
+            args.chart,
+            f"Spark ingest, local[2], {args.messages:,} x {args.body} B, {os.cpu_count()} cores",
+            "rows per second",
+            {
+                labels[name] + (" (--segments off)" if phase == "rows" else ""): rate[phase, name]
+                for phase, name in spark_ways
+            },
+        )
+        print(f"chart: {args.chart}")
     subprocess.run(["rm", "-rf", str(data)], check=False)
 
 

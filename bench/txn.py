@@ -206,24 +206,24 @@ def run_shape(shape: str, address: str, concurrency: int, seconds: float, body: 
     return stats(latencies, elapsed)
 
 
-async def run_echo(address: str, concurrency: int, seconds: float, body: bytes) -> float:
+async def run_echo(address: str, concurrency: int, seconds: float, body: bytes) -> dict[str, float]:
+    """``concurrency`` loops of unary echo calls: ``stats`` of them (``tps`` is RPCs per second)."""
     async with grpc.aio.insecure_channel(address) as channel:
         echo = channel.unary_unary("/bench.Echo/Echo")
-        count = 0
+        latencies: list[float] = []
         stop_at = time.perf_counter() + seconds
 
         async def worker() -> None:
-            nonlocal count
-            while time.perf_counter() < stop_at:
+            while (began := time.perf_counter()) < stop_at:
                 await echo(body)
-                count += 1
+                latencies.append(time.perf_counter() - began)
 
         began = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return count / (time.perf_counter() - began)
+        return stats(latencies, time.perf_counter() - began)
 
 
-def echo_main(address: str, concurrency: int, seconds: float, body: bytes) -> float:
+def echo_main(address: str, concurrency: int, seconds: float, body: bytes) -> dict[str, float]:
     return asyncio.run(run_echo(address, concurrency, seconds, body))
 
 
@@ -293,10 +293,11 @@ def main() -> None:
     echo_server = start([sys.executable, "-m", "bench._echo_server", str(echo_port)], "ready")
     try:
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            echo_rps = pool.submit(echo_main, f"127.0.0.1:{echo_port}", args.producers, args.seconds, body).result()
+            echoed = pool.submit(echo_main, f"127.0.0.1:{echo_port}", args.producers, args.seconds, body).result()
     finally:
         echo_server.terminate()
         echo_server.wait()
+    echo_rps = echoed["tps"]
 
     skip_peer = "--no-rabbitmq given" if args.no_rabbitmq else _rabbitmq.unavailable_reason()
     rabbit = None

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from broker.model import HALF_TOPIC
+from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk import LocalTransactionState, Message, Producer, TransactionProducer
 from producer_sdk.errors import BrokerUnavailable
 from spark_consumer.client import BrokerClient, Connection
@@ -227,10 +228,20 @@ def test_a_broker_with_an_auth_token_is_read_with_the_token_option(spark, tmp_pa
         secured.stop()
 
 
-def test_a_broker_out_of_reach_is_named_in_the_error():
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda client: client.ranges(("orders",)),  # the source's driver
+        lambda client: client.prepare_batch("spark-q", 0, [pb.Message(topic="orders", body=b"x")]),  # the sink's tasks
+        lambda client: client.send_messages([pb.Message(topic="orders", body=b"x")]),  # the at-least-once sink
+        lambda client: client.end_batch("spark-q", 0, ["0" * 32], commit=True),  # the sink's commit
+    ],
+    ids=["source", "sink-prepare", "sink-send", "sink-commit"],
+)
+def test_a_broker_out_of_reach_is_named_in_the_error(call):
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{unused.getsockname()[1]}"
     with BrokerClient(Connection(address), timeout=0.5) as client, pytest.raises(BrokerUnavailable) as refused:
-        client.ranges(("orders",))
+        call(client)
     assert f"no answer from the broker at {address} within 0.5 s" in str(refused.value)
