@@ -11,7 +11,7 @@ from broker.errors import ResolutionConflict
 from broker.http_api.schemas import transaction_out
 from broker.model import Topic, Transaction, TransactionState
 from broker.store import Flush
-from broker.transaction.check import Action, CheckPolicy, decide
+from broker.transaction.check import Action, CheckPolicy, RoundReport, decide
 
 POLICY = CheckPolicy(transaction_timeout=6, check_max=5, check_timeout=3, max_half_age=100)
 
@@ -124,3 +124,8 @@ def test_bad_settings_stop_the_broker_with_a_usage_error(argv, env, capsys):
         load_settings(argv, env)
     assert stopped.value.code == 2
     assert "halfmq-broker" in capsys.readouterr().err
+
+
+def test_a_round_s_logged_report_counts_its_checks_without_listing_them():
+    report = RoundReport(checked=2, delivered=("a" * 32, "b" * 32))
+    assert "checked=2" in str(report) and "a" * 32 not in str(report)

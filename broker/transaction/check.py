@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from broker.clock import Clock, system_clock, to_ms
@@ -65,7 +65,8 @@ class RoundReport:
     waiting: int = 0
     orphaned: int = 0
     undelivered: int = 0
-    delivered: tuple[str, ...] = ()  # the transactions checked, for a caller that awaits their answers
+    # The transactions checked, for a caller that awaits their answers; left out of the logged report.
+    delivered: tuple[str, ...] = field(default=(), repr=False)
 
 
 class CheckService:
