@@ -1,7 +1,8 @@
 """Plain sends per second from one client: ``Producer.send_batch`` of 1 KB messages, batches of
-``--batch``, sync flush, against a broker process.
+``--batch``, sync flush, against a broker process; one broker per ``--segments`` value, rounds
+alternating between them (with segments on, the packer reads back what was just written).
 
-    .venv/bin/python -m bench.produce --messages 100000 --batch 1024 --rounds 2
+    .venv/bin/python -m bench.produce --messages 100000 --batch 1024 --rounds 2 --segments on,off
 """
 
 from __future__ import annotations
@@ -33,22 +34,27 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--body", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--segments", default="on", help="the broker's --segments; on,off compares them")
     args = parser.parse_args()
     body = os.urandom(args.body)
-    data = Path(tempfile.mkdtemp(prefix="halfmq-bench-produce-"))
-    broker, address = start_broker(data, "--flush", "sync")
-    rates: list[float] = []
-    try:
-        with Producer(broker=address) as producer:
-            for n in range(args.rounds):
-                producer.create_topic(f"produce{n}", 4)
-        rates = [send_batches(address, f"produce{n}", args.messages, args.batch, body) for n in range(args.rounds)]
-    finally:
-        broker.terminate()
-        broker.wait()
-        shutil.rmtree(data, ignore_errors=True)
+    rates: dict[str, list[float]] = {segments: [] for segments in args.segments.split(",")}
+    for _ in range(args.rounds):
+        for segments, measured in rates.items():
+            data = Path(tempfile.mkdtemp(prefix="halfmq-bench-produce-"))
+            broker, address = start_broker(data, "--flush", "sync", "--segments", segments, "--topic", "produce:4")
+            try:
+                measured.append(send_batches(address, "produce", args.messages, args.batch, body))
+            finally:
+                broker.terminate()
+                broker.wait()
+                shutil.rmtree(data, ignore_errors=True)
     print(f"config: messages={args.messages} batch={args.batch} body={args.body}B flush=sync cpus={os.cpu_count()}")
-    print(f"send_batch: {' / '.join(f'{r:,.0f}' for r in rates)} msg/s, mean {statistics.mean(rates):,.0f}")
+    for segments, measured in rates.items():
+        print(f"send_batch, segments {segments}: {' / '.join(f'{r:,.0f}' for r in measured)} msg/s,"
+              f" mean {statistics.mean(measured):,.0f}")  # fmt: skip
+    if len(rates) > 1:
+        (first, a), (second, b) = list(rates.items())[:2]
+        print(f"ratio segments {second} / segments {first}: {statistics.mean(b) / statistics.mean(a):.2f}")
 
 
 if __name__ == "__main__":
