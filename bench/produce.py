@@ -1,8 +1,9 @@
-"""Plain sends per second from one client: ``Producer.send_batch`` of 1 KB messages, batches of
-``--batch``, sync flush, against a broker process; one broker per ``--segments`` value, rounds
-alternating between them (with segments on, the packer reads back what was just written).
+"""Plain sends per second from one client, 1 KB messages, sync flush, against a broker process:
+``Producer.send_batch`` (a Message object per message, batches of ``--batch``) beside
+``Producer.send_table`` (one Arrow table of them all), in alternating rounds; one broker per
+``--segments`` value (with segments on, the packer packs what was just written).
 
-    .venv/bin/python -m bench.produce --messages 100000 --batch 1024 --rounds 2 --segments on,off
+    .venv/bin/python -m bench.produce --messages 100000 --batch 1024 --rounds 2 --segments on
 """
 
 from __future__ import annotations
@@ -13,19 +14,36 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pyarrow as pa
 
 from bench.txn import start_broker
 from producer_sdk import Message, Producer
 
 
-def send_batches(address: str, topic: str, count: int, batch: int, body: bytes) -> float:
-    """Send ``count`` messages in batches; messages per second, building them included."""
-    began = time.perf_counter()
+def send_batches(producer: Producer, topic: str, count: int, batch: int, body: bytes) -> None:
+    for start in range(0, count, batch):
+        producer.send_batch([Message(topic=topic, body=body) for _ in range(min(batch, count - start))])
+
+
+def send_table(producer: Producer, topic: str, count: int, batch: int, body: bytes) -> None:
+    producer.send_table(topic, pa.table({"body": pa.array([body] * count, pa.binary())}))
+
+
+WAYS: dict[str, Callable[[Producer, str, int, int, bytes], None]] = {
+    "send_batch": send_batches,
+    "send_table": send_table,
+}
+
+
+def measure(address: str, way: str, count: int, batch: int, body: bytes) -> float:
+    """Messages per second, building them included."""
     with Producer(broker=address) as producer:
-        for start in range(0, count, batch):
-            producer.send_batch([Message(topic=topic, body=body) for _ in range(min(batch, count - start))])
-    return count / (time.perf_counter() - began)
+        began = time.perf_counter()
+        WAYS[way](producer, "produce", count, batch, body)
+        return count / (time.perf_counter() - began)
 
 
 def main() -> None:
@@ -34,27 +52,29 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--body", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--segments", default="on", help="the broker's --segments; on,off compares them")
+    parser.add_argument("--segments", default="on", help="the broker's --segments; on,off runs both")
     args = parser.parse_args()
     body = os.urandom(args.body)
-    rates: dict[str, list[float]] = {segments: [] for segments in args.segments.split(",")}
+    runs = [(way, segments) for segments in args.segments.split(",") for way in WAYS]
+    rates: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
     for _ in range(args.rounds):
-        for segments, measured in rates.items():
+        for way, segments in runs:
             data = Path(tempfile.mkdtemp(prefix="halfmq-bench-produce-"))
             broker, address = start_broker(data, "--flush", "sync", "--segments", segments, "--topic", "produce:4")
             try:
-                measured.append(send_batches(address, "produce", args.messages, args.batch, body))
+                rates[(way, segments)].append(measure(address, way, args.messages, args.batch, body))
             finally:
                 broker.terminate()
                 broker.wait()
                 shutil.rmtree(data, ignore_errors=True)
     print(f"config: messages={args.messages} batch={args.batch} body={args.body}B flush=sync cpus={os.cpu_count()}")
-    for segments, measured in rates.items():
-        print(f"send_batch, segments {segments}: {' / '.join(f'{r:,.0f}' for r in measured)} msg/s,"
+    for (way, segments), measured in rates.items():
+        print(f"{way}, segments {segments}: {' / '.join(f'{r:,.0f}' for r in measured)} msg/s,"
               f" mean {statistics.mean(measured):,.0f}")  # fmt: skip
-    if len(rates) > 1:
-        (first, a), (second, b) = list(rates.items())[:2]
-        print(f"ratio segments {second} / segments {first}: {statistics.mean(b) / statistics.mean(a):.2f}")
+    for segments in args.segments.split(","):
+        table, batch = (statistics.mean(rates[(way, segments)]) for way in ("send_table", "send_batch"))
+        print(f"segments {segments}: send_table / send_batch {table / batch:.2f}; send_table {table:,.0f} msg/s"
+              " (goal: at least 100,000)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ same run.
 The input is ``--files`` Parquet files of ``--rows`` rows in all (a body of ``--body`` bytes and
 a key each), read as a stream one file per micro-batch. The same query writes them to a broker
 process (``--flush sync``) with ``deliveryGuarantee`` ``exactly-once`` (half messages per task,
-one EndBatch per micro-batch) and ``at-least-once`` (``SendMessages`` per task), and to Parquet
+one EndBatch per micro-batch) and ``at-least-once`` (``SendColumns`` per task), and to Parquet
 files in a local folder, alternately,
 ``--rounds`` times each, after one unrecorded round of both (the JVM's and the workers' warm-up
 would otherwise count against whichever runs first), each run on a fresh checkpoint and topic.

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from broker.clock import Clock, system_clock, to_ms
+from broker.columns import MessageColumns, check_columns
 from broker.errors import HalfmqError, InvalidArgument
 from broker.model import (
     MAX_PULL,
@@ -13,7 +15,7 @@ from broker.model import (
     PULL_BYTES,
     SYSTEM_TOPICS,
     Message,
-    StoredMessage,
+    Placement,
     Topic,
     check_data_topic,
     check_message,
@@ -36,6 +38,7 @@ class MessagingService(PullService):
         self._store = store
         self._max_body_bytes = max_body_bytes
         self._clock = clock
+        self._turns: dict[str, itertools.count[int]] = {}  # per topic: which queue takes the next table
 
     async def create_topic(self, name: str, queues: int, retention: float | None = None) -> bool:
         """Create a topic; True if created, False if it already existed with ``queues`` queues.
@@ -55,7 +58,7 @@ class MessagingService(PullService):
         """The real topics (system topics are hidden)."""
         return [t for t in self._store.topics() if t.name not in SYSTEM_TOPICS]
 
-    async def send(self, messages: Sequence[Message]) -> list[StoredMessage]:
+    async def send(self, messages: Sequence[Message]) -> list[Placement]:
         """Store messages, all or none, and return their positions; a retried message id is
         stored once. Raises InvalidArgument, MessageTooLarge, HiddenTopic or TopicNotFound."""
         if not 1 <= len(messages) <= MAX_BATCH:
@@ -67,12 +70,12 @@ class MessagingService(PullService):
             placed.append((message, queue_for(message.message_id, topic.queues)))
         return await self._store.append(placed, to_ms(self._clock()))
 
-    async def send_each(self, messages: Sequence[Message]) -> list[StoredMessage | HalfmqError]:
+    async def send_each(self, messages: Sequence[Message]) -> list[Placement | HalfmqError]:
         """``send``, each message on its own, stored in one write: each gets its position or its
         own error. Raises InvalidArgument for a batch of the wrong size, or a failure of the write."""
         if not 1 <= len(messages) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(messages)}")
-        results: list[StoredMessage | HalfmqError | None] = []
+        results: list[Placement | HalfmqError | None] = []
         placed = []
         for message in messages:
             try:
@@ -84,6 +87,20 @@ class MessagingService(PullService):
             results.append(None)
             placed.append((message, queue_for(message.message_id, queues)))
         return merged(results, await self._store.append_each(placed, to_ms(self._clock())) if placed else [])
+
+    async def send_columns(self, columns: MessageColumns) -> list[Placement | HalfmqError]:
+        """Store a table of messages of one topic, all in one queue (as RocketMQ stores a batch;
+        the topic's queues take turns), each message on its own: its position or its refusal.
+        A message id already in the topic keeps its position. Raises InvalidArgument for a table
+        of the wrong size, HiddenTopic or TopicNotFound."""
+        if not 1 <= len(columns) <= MAX_BATCH:
+            raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(columns)}")
+        check_data_topic(columns.topic)
+        queues = self._store.topic(columns.topic).queues
+        checked = check_columns(columns, self._max_body_bytes)
+        queue_id = next(self._turns.setdefault(columns.topic, itertools.count())) % queues
+        stored = await self._store.append_rows(checked.rows, [queue_id] * len(checked.rows), to_ms(self._clock()))
+        return merged([checked.refused.get(i) for i in range(len(columns))], stored)
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)

@@ -80,6 +80,16 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a sent message is stored."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    message_id: str
+
+
+@dataclass(frozen=True)
 class QueueColumns:
     """Consecutive messages of one queue as columns, one value per message: text as UTF-8 bytes,
     keys and properties as their stored JSON. The columnar twin of a list of StoredMessage."""
@@ -96,6 +106,23 @@ class QueueColumns:
 
     def __len__(self) -> int:
         return len(self.queue_offsets)
+
+
+@dataclass(frozen=True)
+class MessageRows:
+    """Checked messages as columns, one value per message, ready to store: keys and properties as
+    their stored JSON. The columnar twin of a list of Message."""
+
+    topics: Sequence[str]
+    message_ids: Sequence[str]
+    keys: Sequence[str]
+    tags: Sequence[str]
+    properties: Sequence[str]
+    bodies: Sequence[bytes]
+    born_timestamps: Sequence[int]
+
+    def __len__(self) -> int:
+        return len(self.message_ids)
 
 
 @dataclass(frozen=True)

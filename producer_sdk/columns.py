@@ -1,21 +1,30 @@
-"""Pulled messages as Arrow: the broker's packed columns become arrays without a Python object
-per message (needs pyarrow: ``pip install halfmq[arrow]``).
+"""Messages as Arrow, both ways, without a Python object per message: tables a producer sends
+become the broker's columns (``table_calls``), and pulled columns become record batches
+(``record_batch``).
 
-Only keys and properties other than the empty ``[]`` and ``{}`` are parsed one message at a time.
+Only keys and properties other than none (and, sending, one key of printable ASCII) are turned
+into or out of JSON one message at a time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import time
 from array import array
-from collections.abc import Callable
-from itertools import repeat
+from asyncio import FIRST_COMPLETED
+from collections.abc import Callable, Iterator
+from itertools import accumulate, repeat
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
+from producer_sdk._client import BrokerClient
+from producer_sdk.errors import from_item_error
+from producer_sdk.message import new_message_id
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 KEYS = pa.list_(pa.string())
@@ -95,3 +104,164 @@ def _json_column(column: pb.PackedColumn, count: int, kind: pa.DataType, parse: 
                                        pa.array([], pa.string()), pa.array([], pa.string()))  # fmt: skip
     texts = _packed(pa.binary(), column, count).to_pylist()
     return pa.array([parse(text) for text in texts], kind)
+
+
+# What a table may hold, and the types each column may have (nullability aside; large_ types too).
+TABLE_COLUMNS: dict[str, tuple[str, Callable[[pa.DataType], bool]]] = {
+    "body": ("binary or string", lambda t: pa.types.is_binary(t) or pa.types.is_string(t)),
+    "keys": ("a string or a list of strings", lambda t: pa.types.is_string(t) or _list_of_strings(t)),
+    "tags": ("a string", pa.types.is_string),
+    "properties": ("a map of strings", lambda t: pa.types.is_map(t) and _strings(t.key_type, t.item_type)),
+    "message_id": ("a string", pa.types.is_string),
+}
+MAX_CALL_MESSAGES = 1024  # the broker's limit per call
+MAX_CALL_BYTES = 4 * 1024 * 1024  # bodies per call (at least one message), far below gRPC's 64 MiB
+_ONE_KEY = r"^[ !#-\[\]-~]+$"  # a key whose JSON is '["' + key + '"]' (RE2 compiles counted repeats slowly)
+
+
+def check_table(table: pa.Table | pa.RecordBatch) -> None:
+    """Raise ValueError naming a column the broker's messages do not have, or of the wrong type."""
+    fields = {f.name: _narrow(f.type) for f in table.schema}
+    if "body" not in fields:
+        raise ValueError(f"a table of messages needs a 'body' column (binary or string); it has {sorted(fields)}")
+    for name, kind in fields.items():
+        if name not in TABLE_COLUMNS:
+            raise ValueError(f"a table of messages has no column {name!r}; it may have {sorted(TABLE_COLUMNS)}")
+        what, fits = TABLE_COLUMNS[name]
+        if not fits(kind):
+            raise ValueError(f"column {name!r} must be {what}, not {kind}")
+
+
+def _narrow(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with 32-bit offsets where it has 64-bit ones (large_string, large_binary, large_list)."""
+    if pa.types.is_large_string(kind):
+        return pa.string()
+    if pa.types.is_large_binary(kind):
+        return pa.binary()
+    if pa.types.is_large_list(kind):
+        return pa.list_(_narrow(kind.value_type))
+    return kind
+
+
+def _strings(*kinds: pa.DataType) -> bool:
+    return all(pa.types.is_string(_narrow(kind)) for kind in kinds)
+
+
+def _list_of_strings(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) and _strings(kind.value_type)
+
+
+def table_calls(table: pa.Table | pa.RecordBatch) -> Iterator[tuple[pb.MessageColumns, pa.Array]]:
+    """The rows of ``table`` (see ``check_table``) as the columns of SendColumns calls, each within
+    the broker's limits, with each call's message ids (a fresh one for a row without)."""
+    check_table(table)
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    table = table.cast(pa.schema([(f.name, _narrow(f.type)) for f in table.schema]))
+    bodies = pc.fill_null(table["body"].combine_chunks().cast(pa.binary()), b"")
+    sizes = pc.binary_length(bodies).to_pylist()
+    start = 0
+    while start < len(table):
+        end, size = start + 1, sizes[start]
+        while end < len(table) and end - start < MAX_CALL_MESSAGES and size + sizes[end] <= MAX_CALL_BYTES:
+            size += sizes[end]
+            end += 1
+        yield _call_columns(table.slice(start, end - start), bodies.slice(start, end - start))
+        start = end
+
+
+def _call_columns(rows: pa.Table, bodies: pa.Array) -> tuple[pb.MessageColumns, pa.Array]:
+    count = len(rows)
+    names = set(rows.column_names)
+    fresh = new_message_id()[:-4]
+    ids = pa.array([f"{fresh}{i:04x}" for i in range(count)], pa.string())
+    if "message_id" in names:
+        ids = pc.coalesce(rows["message_id"].combine_chunks(), ids)
+    columns = pb.MessageColumns(count=count, message_ids=_column(ids), bodies=_column(bodies))
+    if "tags" in names:
+        columns.tags.CopyFrom(_column(pc.fill_null(rows["tags"].combine_chunks(), "")))
+    if "keys" in names:
+        columns.keys.CopyFrom(_column(_keys_json(rows["keys"].combine_chunks())))
+    if "properties" in names:
+        texts = [json.dumps(dict(p), sort_keys=True) if p else "{}" for p in rows["properties"].to_pylist()]
+        columns.properties.CopyFrom(_column(pa.array(texts, pa.string())))
+    columns.born_timestamps = _little_endian_int64(pa.repeat(pa.scalar(int(time.time() * 1000)), count))
+    return columns, ids
+
+
+def _keys_json(keys: pa.Array) -> pa.Array:
+    """Each row's keys as the JSON array the broker stores: a key of printable ASCII is wrapped
+    as a column, anything else is written one row at a time."""
+    if pa.types.is_string(keys.type):
+        simple = pc.fill_null(pc.match_substring_regex(keys, _ONE_KEY), False)
+        wrapped = pc.binary_join_element_wise('["', keys, '"]', "")
+        if pc.all(pc.or_(simple, pc.is_null(keys))).as_py():
+            return pc.if_else(pc.is_null(keys), "[]", wrapped)
+        values = keys.to_pylist()
+        return pa.array([json.dumps([k]) if k is not None else "[]" for k in values], pa.string())
+    return pa.array([json.dumps(k) if k else "[]" for k in keys.to_pylist()], pa.string())
+
+
+def _column(values: pa.Array) -> pb.PackedColumn:
+    """A string or binary array as a PackedColumn, its offsets from 0."""
+    values = values.cast(pa.binary())
+    _, offsets, data = values.buffers()
+    positions = pa.Array.from_buffers(pa.int32(), len(values) + 1, [None, offsets], offset=values.offset)
+    first, last = positions[0].as_py(), positions[-1].as_py()
+    if first:
+        positions = pc.subtract(positions, pa.scalar(first, pa.int32()))
+    packed = pb.PackedColumn(data=data.slice(first, last - first).to_pybytes() if data is not None else b"")
+    packed.offsets = _native(positions.buffers()[1].slice(positions.offset * 4, 4 * len(positions)).to_pybytes(), "i")
+    return packed
+
+
+def _little_endian_int64(values: pa.Array) -> bytes:
+    return _native(values.buffers()[1].slice(values.offset * 8, 8 * len(values)).to_pybytes(), "q")
+
+
+def receipts(ids: pa.Array, reply: pb.SendColumnsResponse) -> pa.Table:
+    """A call's receipts: message_id, queue_id and queue_offset per row (null for a refused one)."""
+    count = len(ids)
+    queue_ids = pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(_native(reply.queue_ids, "i"))])
+    refused = pc.equal(queue_ids, -1)
+    return pa.table({
+        "message_id": ids,
+        "queue_id": pc.if_else(refused, None, queue_ids),
+        "queue_offset": pc.if_else(refused, None, _int64s(reply.queue_offsets, count)),
+    })  # fmt: skip
+
+
+CALLS_IN_FLIGHT = 4  # enough for the broker to commit one call while it reads the next
+
+
+async def send_table(client: BrokerClient, topic: str, table: pa.Table | pa.RecordBatch) -> pa.Table:
+    """``Producer.send_table`` on ``client``'s loop."""
+    calls: list[tuple[asyncio.Future[Any], pa.Array]] = []
+    try:
+        for columns, ids in table_calls(table):
+            while sum(not call.done() for call, _ in calls) >= CALLS_IN_FLIGHT:
+                await asyncio.wait([call for call, _ in calls if not call.done()], return_when=FIRST_COMPLETED)
+            request = pb.SendColumnsRequest(topic=topic, messages=columns)
+            calls.append((asyncio.ensure_future(client.call("SendColumns", request)), ids))
+        replies = await asyncio.gather(*(call for call, _ in calls))
+    finally:
+        for call, _ in calls:
+            call.cancel()
+    if not calls:
+        return receipts(pa.array([], pa.string()), pb.SendColumnsResponse())
+    result = pa.concat_tables([receipts(ids, reply) for (_, ids), reply in zip(calls, replies, strict=True)])
+    refused = [(first + r.index, r.error) for first, reply in zip(_starts(calls), replies, strict=False)
+               for r in reply.refused]  # fmt: skip
+    if refused:
+        row, item = refused[0]
+        error = from_item_error(item)
+        raised = type(error)(f"row {row}: {error} ({len(refused)} of {len(result)} rows refused, the others stored)",
+                             status=error.status)  # fmt: skip
+        raised.receipts = result
+        raise raised
+    return result
+
+
+def _starts(calls: list[tuple[asyncio.Future[Any], pa.Array]]) -> Iterator[int]:
+    """Where each call's rows start in the table."""
+    return accumulate((len(ids) for _, ids in calls), initial=0)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import pyarrow as pa
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._blocking import BlockingClient
 from producer_sdk._client import TlsCa, received_from_pb
+from producer_sdk.columns import record_batch
 from producer_sdk.message import PullResult, ReceivedMessage
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 
 class PullConsumer(BlockingClient):
@@ -42,12 +40,9 @@ class PullConsumer(BlockingClient):
 
     def pull_table(self, topic: str, *, queue_id: int, offset: int, max_messages: int = 1024) -> PullResult[pa.Table]:
         """``pull``, with the messages as a ``pyarrow.Table`` (for pandas, polars or DuckDB): the
-        broker sends columns, and no Python object is made per message. Needs pyarrow
-        (``pip install halfmq[arrow]``). Columns: topic, queue_id, queue_offset, message_id,
-        transaction_id, keys, tags, properties (map), body, born_timestamp, store_timestamp."""
-        import pyarrow as pa
-
-        from producer_sdk.columns import record_batch
+        broker sends columns, and no Python object is made per message. Columns: topic, queue_id,
+        queue_offset, message_id, transaction_id, keys, tags, properties (map), body,
+        born_timestamp, store_timestamp."""
 
         request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
         response = self._call("PullColumns", request)

@@ -31,7 +31,10 @@ ERROR_METADATA_KEY = "halfmq-error"
 
 
 class HalfmqError(Exception):
-    """Root of every SDK error. ``status`` is the gRPC status code name when one was received."""
+    """Root of every SDK error. ``status`` is the gRPC status code name when one was received.
+    ``receipts``: raised by ``Producer.send_table`` for a refused row, the table's receipts."""
+
+    receipts: Any = None
 
     def __init__(self, message: str, *, status: str = "") -> None:
         super().__init__(message)

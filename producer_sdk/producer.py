@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pyarrow as pa
+
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._blocking import BlockingClient
 from producer_sdk._client import SENDS, TlsCa, message_to_pb, receipt_from_pb
+from producer_sdk.columns import send_table
 from producer_sdk.message import Message, SendReceipt
 
 
@@ -40,6 +43,21 @@ class Producer(BlockingClient):
         """Store all of ``msgs`` or none of them."""
         response = self._call("SendBatch", pb.SendBatchRequest(messages=[message_to_pb(m) for m in msgs]))
         return [receipt_from_pb(r) for r in response.results]
+
+    def send_table(self, topic: str, table: pa.Table | pa.RecordBatch) -> pa.Table:
+        """Send every row of ``table`` as a message of ``topic``; the rows go in calls of up to
+        1024 messages and 4 MiB of bodies, a few in flight at once, each call's rows to one queue
+        (the topic's queues take turns). Columns: ``body`` (binary or string) and, optionally,
+        ``message_id`` (a fresh id where missing or null), ``keys`` (a string or a list of strings),
+        ``tags`` and ``properties`` (map of strings). Returns the receipts: message_id, queue_id,
+        queue_offset, one row per row of ``table``.
+
+        Each row is stored or refused on its own, and a message id already in the topic keeps its
+        position (so a table sent again with its message ids is stored once). If rows were
+        refused, every other row is still sent, then the first refused row's error is raised,
+        naming the row, with the receipts (null where refused) as its ``receipts``. Raises
+        ValueError for a column the table may not have, before anything is sent."""
+        return self._loop.run(send_table(self._client, topic, table))
 
     def create_topic(self, name: str, queues: int = 4, *, retention: float | None = None) -> bool:
         """Create a topic; True if created, False if it already existed with ``queues`` queues.

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Self
 
 import grpc
+import pyarrow as pa
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
+from producer_sdk.columns import CALLS_IN_FLIGHT, table_calls
 from producer_sdk.errors import BrokerUnavailable, HalfmqError, from_item_error, from_rpc_error
 from spark_consumer.offsets import Ranges
 
@@ -83,16 +86,18 @@ class BrokerClient:
         what ``pull_columns`` would): the broker reads the next range while the caller is busy
         with the last one."""
         request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
-        call = self._stub.PullColumns.future(
-            request, timeout=self._timeout, wait_for_ready=True, metadata=self._metadata
-        )
+        return self._ahead(self._stub.PullColumns, request)
 
-        def reply() -> pb.PullColumnsResponse:
+    def _ahead(self, rpc: grpc.UnaryUnaryMultiCallable, request: object) -> Callable[[], Any]:
+        """``rpc`` called now; its reply taken by calling what this returns, which raises the SDK's
+        error for a failed call."""
+        call = rpc.future(request, timeout=self._timeout, wait_for_ready=True, metadata=self._metadata)
+
+        def reply() -> Any:
             try:
-                result: pb.PullColumnsResponse = call.result()
+                return call.result()
             except grpc.RpcError as exc:
                 raise self._error(exc) from exc
-            return result
 
         return reply
 
@@ -120,10 +125,16 @@ class BrokerClient:
         reply: pb.EndBatchResponse = self._call(self._stub.EndBatch, request)
         return reply
 
-    def send_messages(self, messages: list[pb.Message]) -> None:
-        """Send plain messages; raises the SDK's error of the first refused one."""
-        reply: pb.SendMessagesResponse = self._call(self._stub.SendMessages, pb.SendMessagesRequest(messages=messages))
-        _raise_refused(reply.outcomes)
+    def send_table(self, topic: str, table: pa.Table) -> None:
+        """Send the rows of ``table`` as plain messages of ``topic`` (``Producer.send_table``'s
+        columns), a few calls in flight; raises the SDK's error of the first refused row."""
+        calls: deque[Callable[[], pb.SendColumnsResponse]] = deque()
+        for columns, _ in table_calls(table):
+            if len(calls) == CALLS_IN_FLIGHT:
+                _raise_refused_row(calls.popleft()())
+            calls.append(self._ahead(self._stub.SendColumns, pb.SendColumnsRequest(topic=topic, messages=columns)))
+        while calls:
+            _raise_refused_row(calls.popleft()())
 
     def _call(self, rpc: grpc.UnaryUnaryMultiCallable, request: object) -> Any:
         try:
@@ -152,6 +163,13 @@ class BrokerClient:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _raise_refused_row(reply: pb.SendColumnsResponse) -> None:
+    if reply.refused:
+        refusal = reply.refused[0]
+        error = from_item_error(refusal.error)
+        raise type(error)(f"row {refusal.index} of a call: {error}", status=error.status)
 
 
 def _raise_refused(outcomes: Any) -> None:

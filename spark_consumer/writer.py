@@ -18,8 +18,9 @@ Every ``EndBatch`` also rolls back what is still pending of the group's earlier 
 (task attempts that failed, a crashed run's prepared batch), so the restarted query's first
 commit recovers what its dead predecessor left, as Flink's sink does when it restores.
 
-With ``deliveryGuarantee=at-least-once``, tasks send plain messages and commit does nothing, as
-Spark's Kafka sink does: a replayed batch is published twice.
+With ``deliveryGuarantee=at-least-once``, tasks send plain messages as columns (``SendColumns``:
+each call's rows to one queue) and commit does nothing, as Spark's Kafka sink does: a replayed
+batch is published twice.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
@@ -42,7 +44,7 @@ from spark_consumer.options import BROKER, OptionError, read_ca
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly-once", "at-least-once"
 # Spark sets these local properties for every task of a micro-batch.
 QUERY_ID, BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"
-MAX_ITEMS = 1024  # per PrepareBatch or SendMessages call: the broker's batch limit
+MAX_ITEMS = 1024  # per PrepareBatch call: the broker's batch limit
 MAX_BYTES = 4 * 1024 * 1024  # per call, so that a call stays far below gRPC's 64 MiB
 _OPTIONS = ("broker", "topic", "tlsCaFile", "token", "deliveryGuarantee")
 _SPARKS = {"path", "checkpointlocation"}  # options Spark itself passes to a sink
@@ -148,13 +150,29 @@ def publish(options: SinkOptions, batches: Iterator[pa.RecordBatch], producer_gr
     once) or plain messages (at least once). Raises the SDK's error for a refused row, which
     fails the task."""
     client = shared_client(options.connection)
+    if not options.exactly_once:
+        for batch in batches:
+            for topic, rows in by_topic(batch, options.topic):
+                client.send_table(topic, rows)
+        return Prepared(producer_group, ())
     prepared: list[str] = []
     for chunk in chunks(m for batch in batches for m in to_messages(batch, options.topic)):
-        if options.exactly_once:
-            prepared += client.prepare_batch(producer_group, batch_id, chunk)
-        else:
-            client.send_messages(chunk)
+        prepared += client.prepare_batch(producer_group, batch_id, chunk)
     return Prepared(producer_group, tuple(prepared))
+
+
+def by_topic(batch: pa.RecordBatch, topic: str | None) -> Iterator[tuple[str, pa.Table]]:
+    """The rows of ``batch`` by the topic they go to (``topic``, else each row's), without the
+    topic column."""
+    table = pa.Table.from_batches([batch])
+    if topic is not None:
+        yield topic, table
+        return
+    topics = table["topic"]
+    if topics.null_count:
+        raise ValueError("a row's topic is null: each row needs its topic, or the sink option 'topic'")
+    for name in pc.unique(topics).to_pylist():
+        yield name, table.filter(pc.equal(topics, name)).drop_columns(["topic"])
 
 
 def end(options: SinkOptions, messages: Sequence[WriterCommitMessage | None], batch_id: int, commit: bool) -> None:

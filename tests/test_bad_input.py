@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator
+from itertools import accumulate
 from pathlib import Path
 
 import grpc
@@ -54,9 +56,37 @@ def end(txid, group="g", resolution=pb.COMMIT, source=pb.CLIENT):
     return pb.EndTransactionRequest(transaction_id=txid, producer_group=group, resolution=resolution, source=source)
 
 
+def packed(values, offsets=None):
+    """A PackedColumn of ``values`` (bytes), or with the given offsets as they are."""
+    offsets = list(accumulate(map(len, values), initial=0)) if offsets is None else offsets
+    return pb.PackedColumn(offsets=array("i", offsets).tobytes(), data=b"".join(values))
+
+
+def columns(topic="orders", count=1, ids=None, bodies=None, **fields):
+    ids = packed([b"c-%d" % i for i in range(count)]) if ids is None else ids
+    bodies = packed([b"x"] * count) if bodies is None else bodies
+    return pb.SendColumnsRequest(
+        topic=topic, messages=pb.MessageColumns(count=count, message_ids=ids, bodies=bodies, **fields)
+    )
+
+
 TXID = "{txid}"
 UNKNOWN_TXID = "0" * 32
+COLUMNS_CASES = [
+    (columns(topic="nope"), S.NOT_FOUND, "TOPIC_NOT_FOUND"),
+    (columns(topic=HALF_TOPIC), S.PERMISSION_DENIED, "HIDDEN_TOPIC"),
+    (columns(count=0), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    (columns(count=1025), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    (columns(count=-1, ids=packed([]), bodies=packed([])), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    (columns(ids=pb.PackedColumn()), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),  # ids are always given
+    (columns(count=2, ids=packed([b"a"])), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),  # one id short
+    (columns(count=2, bodies=packed([b"ab"], [0, 2, 1])), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),  # going back
+    (columns(bodies=packed([b"ab"], [0, 9])), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),  # past the data
+    (columns(tags=packed([b"t"], [0, 1, 1])), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),  # one offset too many
+    (columns(born_timestamps=b"\x00" * 7), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+]
 CASES = [
+    *(("SendColumns", request, status, code) for request, status, code in COLUMNS_CASES),
     ("SendMessage", pb.SendMessageRequest(message=msg(topic="nope")), S.NOT_FOUND, "TOPIC_NOT_FOUND"),
     ("SendMessage", pb.SendMessageRequest(message=msg(topic=HALF_TOPIC)), S.PERMISSION_DENIED, "HIDDEN_TOPIC"),
     ("SendMessage", pb.SendMessageRequest(message=msg(topic="")), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),

@@ -7,6 +7,7 @@ import socket
 import tempfile
 import time
 
+import pyarrow as pa
 import pytest
 
 from broker.model import HALF_TOPIC
@@ -233,7 +234,7 @@ def test_a_broker_with_an_auth_token_is_read_with_the_token_option(spark, tmp_pa
     [
         lambda client: client.ranges(("orders",)),  # the source's driver
         lambda client: client.prepare_batch("spark-q", 0, [pb.Message(topic="orders", body=b"x")]),  # the sink's tasks
-        lambda client: client.send_messages([pb.Message(topic="orders", body=b"x")]),  # the at-least-once sink
+        lambda client: client.send_table("orders", pa.table({"body": [b"x"]})),  # the at-least-once sink
         lambda client: client.end_batch("spark-q", 0, ["0" * 32], commit=True),  # the sink's commit
     ],
     ids=["source", "sink-prepare", "sink-send", "sink-commit"],

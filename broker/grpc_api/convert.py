@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable
-from itertools import accumulate
+from collections.abc import Iterable, Sequence
+from itertools import accumulate, repeat
 
-from broker.errors import InvalidArgument
+import pyarrow as pa
+
+from broker.columns import MessageColumns
+from broker.errors import HalfmqError, InvalidArgument
 from broker.model import (
     EndResult,
     Message,
     Packed,
+    Placement,
     PullBatch,
     QueueColumns,
     Resolution,
@@ -117,7 +121,61 @@ def _int64s(values: Iterable[int]) -> bytes:
     return _little_endian(values, "q")
 
 
-def send_result_to_pb(message: StoredMessage) -> pb.SendResult:
+def columns_from_pb(topic: str, columns: pb.MessageColumns) -> MessageColumns:
+    """A table of messages as the core takes it; raises InvalidArgument for a column whose
+    length or offsets do not match ``count``."""
+    count = columns.count
+    if count < 0:
+        raise InvalidArgument(f"count must not be negative, got {count}")
+    born = columns.born_timestamps
+    if born and len(born) != 8 * count:
+        raise InvalidArgument(f"born_timestamps holds {len(born)} bytes, not 8 per message ({count} messages)")
+    message_ids = _binary(columns.message_ids, count, "message_ids")
+    if message_ids is None:
+        raise InvalidArgument("message_ids must be given, one per message")
+    bodies = _binary(columns.bodies, count, "bodies")
+    return MessageColumns(
+        topic=topic,
+        message_ids=message_ids,
+        keys=_binary(columns.keys, count, "keys"),
+        tags=_binary(columns.tags, count, "tags"),
+        properties=_binary(columns.properties, count, "properties"),
+        bodies=pa.repeat(pa.scalar(b""), count) if bodies is None else bodies,
+        born_timestamps=pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(born)]) if born else None,
+    )
+
+
+def _binary(column: pb.PackedColumn, count: int, name: str) -> pa.Array | None:
+    """A PackedColumn as a binary array; None when it is left empty (every value the default)."""
+    if not column.offsets and not column.data:
+        return None
+    if len(column.offsets) != 4 * (count + 1):
+        raise InvalidArgument(f"{name} holds {len(column.offsets)} bytes of offsets, not 4 per message plus 4")
+    try:
+        values = pa.Array.from_buffers(
+            pa.binary(), count, [None, pa.py_buffer(column.offsets), pa.py_buffer(column.data)]
+        )
+        values.validate(full=True)
+    except pa.ArrowInvalid as exc:
+        raise InvalidArgument(f"{name}: the offsets do not fit the data ({exc})") from None
+    return values
+
+
+def placements_to_pb(results: Sequence[Placement | HalfmqError]) -> pb.SendColumnsResponse:
+    queue_ids, offsets = array("i", repeat(-1, len(results))), array("q", repeat(-1, len(results)))
+    refused = []
+    for index, result in enumerate(results):
+        if isinstance(result, HalfmqError):
+            refused.append(pb.ItemRefusal(index=index, error=pb.ItemError(code=result.code, message=str(result))))
+        else:
+            queue_ids[index], offsets[index] = result.queue_id, result.queue_offset
+    if sys.byteorder == "big":
+        queue_ids.byteswap()
+        offsets.byteswap()
+    return pb.SendColumnsResponse(queue_ids=queue_ids.tobytes(), queue_offsets=offsets.tobytes(), refused=refused)
+
+
+def send_result_to_pb(message: Placement) -> pb.SendResult:
     return pb.SendResult(
         message_id=message.message_id, topic=message.topic, queue_id=message.queue_id, queue_offset=message.queue_offset
     )

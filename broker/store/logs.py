@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import cast
+from itertools import repeat
+from typing import Any, cast
 
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
-from broker.model import Message, StoredMessage, Topic
+from broker.model import Message, MessageRows, Placement, Topic
 from broker.store.base import StoreBase
-from broker.store.sql import INSERT_MESSAGE, MESSAGE_COLUMNS, message_row, row_to_message, rows_in, topic_of
+from broker.store.sql import INSERT_MESSAGE, json_list, json_object, rows_in, topic_of
 
 
 class LogStore(StoreBase):
@@ -49,63 +50,86 @@ class LogStore(StoreBase):
 
     # --- normal messages ----------------------------------------------------------------
 
-    async def append(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> list[StoredMessage]:
+    async def append(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> list[Placement]:
         """Append messages to the given queues, all or none: the first refusal undoes them all.
         A message id already in its topic is not stored again and its original position is
         returned instead."""
 
-        def work(conn: sqlite3.Connection) -> list[StoredMessage]:
-            results = self._append_each(conn, placed, now_ms)
+        def work(conn: sqlite3.Connection) -> list[Placement]:
+            results = self._append_rows(conn, *_rows(placed), now_ms)
             for result in results:
                 if isinstance(result, HalfmqError):
                     raise result
-            return cast(list[StoredMessage], results)
+            return cast(list[Placement], results)
 
         return await self._writer.run(work)
 
-    async def append_each(
-        self, placed: Sequence[tuple[Message, int]], now_ms: int
-    ) -> list[StoredMessage | HalfmqError]:
+    async def append_each(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> list[Placement | HalfmqError]:
         """``append``, each message on its own: its position or its refusal (MessageIdInUse);
         a storage failure fails them all."""
-        return await self._writer.run(lambda conn: self._append_each(conn, placed, now_ms))
+        return await self._writer.run(lambda conn: self._append_rows(conn, *_rows(placed), now_ms))
 
-    def _append_each(
-        self, conn: sqlite3.Connection, placed: Sequence[tuple[Message, int]], now_ms: int
-    ) -> list[StoredMessage | HalfmqError]:
-        ids = [message.message_id for message, _ in placed]
+    async def append_rows(
+        self, rows: MessageRows, queue_ids: Sequence[int], now_ms: int
+    ) -> list[Placement | HalfmqError]:
+        """``append_each`` of messages as columns, message i to queue ``queue_ids[i]``."""
+        return await self._writer.run(lambda conn: self._append_rows(conn, rows, queue_ids, now_ms))
+
+    def _append_rows(
+        self, conn: sqlite3.Connection, rows: MessageRows, queue_ids: Sequence[int], now_ms: int
+    ) -> list[Placement | HalfmqError]:
+        ids = rows.message_ids
         in_transactions = {
             message_id
             for (message_id,) in rows_in(conn, "SELECT message_id FROM transactions WHERE message_id IN ({})", ids)
         }
         stored = {
-            (message.topic, message.message_id): message
-            for topic in {message.topic for message, _ in placed}
-            for message in map(
-                row_to_message,
-                rows_in(
-                    conn, f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND message_id IN ({{}})", ids, topic
-                ),
+            (topic, message_id): Placement(topic, queue_id, queue_offset, message_id)
+            for topic in set(rows.topics)
+            for message_id, queue_id, queue_offset in rows_in(
+                conn, "SELECT message_id, queue_id, queue_offset FROM messages WHERE topic = ? AND message_id IN ({})",
+                ids, topic,
             )
-        }
-        results: list[StoredMessage | HalfmqError] = []
-        rows: list[tuple[object, ...]] = []
-        for message, queue_id in placed:
-            if message.message_id in in_transactions:
-                results.append(MessageIdInUse(f"message id {message.message_id!r} belongs to a transaction"))
+        }  # fmt: skip
+        results: list[Placement | HalfmqError] = []
+        new: list[int] = []
+        offsets: list[int] = []
+        for index, (topic, message_id, queue_id) in enumerate(zip(rows.topics, ids, queue_ids, strict=True)):
+            if message_id in in_transactions:
+                results.append(MessageIdInUse(f"message id {message_id!r} belongs to a transaction"))
                 continue
-            known = stored.get((message.topic, message.message_id))
+            known = stored.get((topic, message_id))
             if known is None:
-                offset = self._tails.take(message.topic, queue_id)
-                rows.append(message_row(message.topic, queue_id, offset, message, "", message.properties, now_ms))
-                known = StoredMessage(message.topic, queue_id, offset, message.message_id, "", message.keys,
-                                      message.tags, message.properties, message.body, message.born_timestamp,
-                                      now_ms)  # fmt: skip
-                stored[(message.topic, message.message_id)] = known
+                known = stored[(topic, message_id)] = Placement(topic, queue_id, self._tails.take(topic, queue_id),
+                                                                 message_id)  # fmt: skip
+                new.append(index)
+                offsets.append(known.queue_offset)
             results.append(known)
-        conn.executemany(INSERT_MESSAGE, rows)
+
+        def kept(column: Sequence[Any]) -> Sequence[Any]:
+            return column if len(new) == len(rows) else [column[i] for i in new]
+
+        conn.executemany(INSERT_MESSAGE, zip(
+            kept(rows.topics), kept(queue_ids), offsets, kept(ids), repeat(""), kept(rows.keys), kept(rows.tags),
+            kept(rows.properties), kept(rows.bodies), kept(rows.born_timestamps), repeat(now_ms), strict=False,
+        ))  # fmt: skip
         return results
 
     def low_offsets(self) -> dict[tuple[str, int], int]:
         """The low offset of every queue of every topic, system topics included."""
         return {(t.name, q): self.queue_range(t.name, q)[0] for t in self.topics() for q in range(t.queues)}
+
+
+def _rows(placed: Sequence[tuple[Message, int]]) -> tuple[MessageRows, list[int]]:
+    """Messages and their queues as the columns ``_append_rows`` takes."""
+    messages = [message for message, _ in placed]
+    rows = MessageRows(
+        topics=[m.topic for m in messages],
+        message_ids=[m.message_id for m in messages],
+        keys=[json_list(m.keys) for m in messages],
+        tags=[m.tags for m in messages],
+        properties=[json_object(m.properties) for m in messages],
+        bodies=[m.body for m in messages],
+        born_timestamps=[m.born_timestamp for m in messages],
+    )
+    return rows, [queue_id for _, queue_id in placed]

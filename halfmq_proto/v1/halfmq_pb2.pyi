@@ -412,6 +412,50 @@ class PullColumnsResponse(_message.Message):
     max_offset: int
     def __init__(self, count: _Optional[int] = ..., queue_offsets: _Optional[bytes] = ..., message_ids: _Optional[_Union[PackedColumn, _Mapping]] = ..., transaction_ids: _Optional[_Union[PackedColumn, _Mapping]] = ..., keys: _Optional[_Union[PackedColumn, _Mapping]] = ..., tags: _Optional[_Union[PackedColumn, _Mapping]] = ..., properties: _Optional[_Union[PackedColumn, _Mapping]] = ..., bodies: _Optional[_Union[PackedColumn, _Mapping]] = ..., born_timestamps: _Optional[bytes] = ..., store_timestamps: _Optional[bytes] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
 
+class MessageColumns(_message.Message):
+    __slots__ = ("count", "message_ids", "keys", "tags", "properties", "bodies", "born_timestamps")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    PROPERTIES_FIELD_NUMBER: _ClassVar[int]
+    BODIES_FIELD_NUMBER: _ClassVar[int]
+    BORN_TIMESTAMPS_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    message_ids: PackedColumn
+    keys: PackedColumn
+    tags: PackedColumn
+    properties: PackedColumn
+    bodies: PackedColumn
+    born_timestamps: bytes
+    def __init__(self, count: _Optional[int] = ..., message_ids: _Optional[_Union[PackedColumn, _Mapping]] = ..., keys: _Optional[_Union[PackedColumn, _Mapping]] = ..., tags: _Optional[_Union[PackedColumn, _Mapping]] = ..., properties: _Optional[_Union[PackedColumn, _Mapping]] = ..., bodies: _Optional[_Union[PackedColumn, _Mapping]] = ..., born_timestamps: _Optional[bytes] = ...) -> None: ...
+
+class ItemRefusal(_message.Message):
+    __slots__ = ("index", "error")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    error: ItemError
+    def __init__(self, index: _Optional[int] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class SendColumnsRequest(_message.Message):
+    __slots__ = ("topic", "messages")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    messages: MessageColumns
+    def __init__(self, topic: _Optional[str] = ..., messages: _Optional[_Union[MessageColumns, _Mapping]] = ...) -> None: ...
+
+class SendColumnsResponse(_message.Message):
+    __slots__ = ("queue_ids", "queue_offsets", "refused")
+    QUEUE_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    queue_ids: bytes
+    queue_offsets: bytes
+    refused: _containers.RepeatedCompositeFieldContainer[ItemRefusal]
+    def __init__(self, queue_ids: _Optional[bytes] = ..., queue_offsets: _Optional[bytes] = ..., refused: _Optional[_Iterable[_Union[ItemRefusal, _Mapping]]] = ...) -> None: ...
+
 class QueueOffsets(_message.Message):
     __slots__ = ("queue_id", "min_offset", "max_offset")
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -44,6 +44,11 @@ class BrokerStub:
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendBatchRequest.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendBatchResponse.FromString,
                 _registered_method=True)
+        self.SendColumns = channel.unary_unary(
+                '/halfmq.v1.Broker/SendColumns',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendColumnsRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendColumnsResponse.FromString,
+                _registered_method=True)
         self.SendHalfMessage = channel.unary_unary(
                 '/halfmq.v1.Broker/SendHalfMessage',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessageRequest.SerializeToString,
@@ -137,6 +142,13 @@ class BrokerServicer:
 
     def SendBatch(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendColumns(self, request, context):
+        """Plain messages as columns: no per-message object on either side.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -250,6 +262,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.SendBatch,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendBatchRequest.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendBatchResponse.SerializeToString,
+            ),
+            'SendColumns': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendColumns,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendColumnsRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendColumnsResponse.SerializeToString,
             ),
             'SendHalfMessage': grpc.unary_unary_rpc_method_handler(
                     servicer.SendHalfMessage,
@@ -386,6 +403,33 @@ class Broker:
             '/halfmq.v1.Broker/SendBatch',
             halfmq_dot_v1_dot_halfmq__pb2.SendBatchRequest.SerializeToString,
             halfmq_dot_v1_dot_halfmq__pb2.SendBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendColumns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/SendColumns',
+            halfmq_dot_v1_dot_halfmq__pb2.SendColumnsRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.SendColumnsResponse.FromString,
             options,
             channel_credentials,
             insecure,
