@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import cast
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.columns import MessageColumns, check_columns
@@ -14,6 +15,7 @@ from broker.model import (
     MAX_RETENTION,
     PULL_BYTES,
     SYSTEM_TOPICS,
+    Appended,
     Message,
     Placement,
     Topic,
@@ -68,7 +70,8 @@ class MessagingService(PullService):
             check_message(message, self._max_body_bytes)
             topic = self._store.topic(message.topic)
             placed.append((message, queue_for(message.message_id, topic.queues)))
-        return await self._store.append(placed, to_ms(self._clock()))
+        appended = await self._store.append(placed, to_ms(self._clock()))
+        return cast(list[Placement], _placements(messages, appended))
 
     async def send_each(self, messages: Sequence[Message]) -> list[Placement | HalfmqError]:
         """``send``, each message on its own, stored in one write: each gets its position or its
@@ -86,9 +89,12 @@ class MessagingService(PullService):
                 continue
             results.append(None)
             placed.append((message, queue_for(message.message_id, queues)))
-        return merged(results, await self._store.append_each(placed, to_ms(self._clock())) if placed else [])
+        if not placed:
+            return cast(list[Placement | HalfmqError], results)
+        appended = await self._store.append_each(placed, to_ms(self._clock()))
+        return merged(results, _placements([message for message, _ in placed], appended))
 
-    async def send_columns(self, columns: MessageColumns) -> list[Placement | HalfmqError]:
+    async def send_columns(self, columns: MessageColumns) -> Appended:
         """Store a table of messages of one topic, all in one queue (as RocketMQ stores a batch;
         the topic's queues take turns), each message on its own: its position or its refusal.
         A message id already in the topic keeps its position. Raises InvalidArgument for a table
@@ -99,8 +105,19 @@ class MessagingService(PullService):
         queues = self._store.topic(columns.topic).queues
         checked = check_columns(columns, self._max_body_bytes)
         queue_id = next(self._turns.setdefault(columns.topic, itertools.count())) % queues
-        stored = await self._store.append_rows(checked.rows, [queue_id] * len(checked.rows), to_ms(self._clock()))
-        return merged([checked.refused.get(i) for i in range(len(columns))], stored)
+        count = len(columns)
+        stored = Appended([], [], {})
+        if len(checked.rows):
+            stored = await self._store.append_rows(checked.rows, [queue_id] * len(checked.rows), to_ms(self._clock()))
+        if not checked.refused:
+            return stored
+        # Back to the table's rows: the refused ones in place, the stored ones in order.
+        queue_ids, offsets, refused = [-1] * count, [-1] * count, dict(checked.refused)
+        for row, index in enumerate(i for i in range(count) if i not in checked.refused):
+            queue_ids[index], offsets[index] = stored.queue_ids[row], stored.queue_offsets[row]
+            if row in stored.refused:
+                refused[index] = stored.refused[row]
+        return Appended(queue_ids, offsets, refused)
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)
@@ -154,3 +171,7 @@ class MessagingService(PullService):
         return await self._store.change_invisible(
             group, topic, receipt_handle, to_ms(self._clock()) + to_ms(invisible_seconds)
         )
+
+
+def _placements(messages: Sequence[Message], appended: Appended) -> list[Placement | HalfmqError]:
+    return appended.placements([m.topic for m in messages], [m.message_id for m in messages])

@@ -10,7 +10,7 @@ import re
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Generic, TypeVar
 
@@ -123,6 +123,30 @@ class MessageRows:
 
     def __len__(self) -> int:
         return len(self.message_ids)
+
+    def take(self, indexes: Sequence[int]) -> MessageRows:
+        """The messages at ``indexes``, in that order."""
+        return MessageRows(*([getattr(self, f.name)[i] for i in indexes] for f in fields(self)))
+
+
+@dataclass(frozen=True)
+class Appended:
+    """Where each message of a batch was stored (``queue_ids[i]``, ``queue_offsets[i]``; a
+    message id already stored keeps its first position), or, by index, why it was refused
+    (-1 in both then)."""
+
+    queue_ids: Sequence[int]
+    queue_offsets: Sequence[int]
+    refused: Mapping[int, HalfmqError]
+
+    def placements(self, topics: Sequence[str], message_ids: Sequence[str]) -> list[Placement | HalfmqError]:
+        """Each message's Placement or refusal (one object per message: for per-message callers)."""
+        return [
+            self.refused[i] if i in self.refused else Placement(topic, queue_id, offset, message_id)
+            for i, (topic, queue_id, offset, message_id) in enumerate(
+                zip(topics, self.queue_ids, self.queue_offsets, message_ids, strict=True)
+            )
+        ]
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
-from itertools import accumulate, repeat
+from collections.abc import Iterable
+from itertools import accumulate
 
 import pyarrow as pa
 
 from broker.columns import MessageColumns
-from broker.errors import HalfmqError, InvalidArgument
+from broker.errors import InvalidArgument
 from broker.model import (
+    Appended,
     EndResult,
     Message,
     Packed,
@@ -161,17 +162,15 @@ def _binary(column: pb.PackedColumn, count: int, name: str) -> pa.Array | None:
     return values
 
 
-def placements_to_pb(results: Sequence[Placement | HalfmqError]) -> pb.SendColumnsResponse:
-    queue_ids, offsets = array("i", repeat(-1, len(results))), array("q", repeat(-1, len(results)))
-    refused = []
-    for index, result in enumerate(results):
-        if isinstance(result, HalfmqError):
-            refused.append(pb.ItemRefusal(index=index, error=pb.ItemError(code=result.code, message=str(result))))
-        else:
-            queue_ids[index], offsets[index] = result.queue_id, result.queue_offset
+def appended_to_pb(appended: Appended) -> pb.SendColumnsResponse:
+    queue_ids, offsets = array("i", appended.queue_ids), array("q", appended.queue_offsets)
     if sys.byteorder == "big":
         queue_ids.byteswap()
         offsets.byteswap()
+    refused = [
+        pb.ItemRefusal(index=index, error=pb.ItemError(code=error.code, message=str(error)))
+        for index, error in sorted(appended.refused.items())
+    ]
     return pb.SendColumnsResponse(queue_ids=queue_ids.tobytes(), queue_offsets=offsets.tobytes(), refused=refused)
 
 

@@ -10,11 +10,11 @@ import grpc
 from broker.controls import Faults
 from broker.errors import HalfmqError, InvalidArgument
 from broker.grpc_api.convert import (
+    appended_to_pb,
     columns_from_pb,
     end_to_pb,
     half_to_pb,
     message_from_pb,
-    placements_to_pb,
     resolution_from_pb,
     send_result_to_pb,
     source_from_pb,
@@ -95,7 +95,7 @@ class BrokerServicer(PullServicer):
 
     @translate_errors
     async def SendColumns(self, request: pb.SendColumnsRequest, context: Any) -> pb.SendColumnsResponse:
-        return placements_to_pb(await self._messaging.send_columns(columns_from_pb(request.topic, request.messages)))
+        return appended_to_pb(await self._messaging.send_columns(columns_from_pb(request.topic, request.messages)))
 
     @translate_errors
     async def SendHalfMessage(self, request: pb.SendHalfMessageRequest, context: Any) -> pb.SendHalfMessageResponse:

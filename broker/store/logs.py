@@ -5,10 +5,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from itertools import repeat
-from typing import Any, cast
 
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
-from broker.model import Message, MessageRows, Placement, Topic
+from broker.model import Appended, Message, MessageRows, Topic
 from broker.store.base import StoreBase
 from broker.store.sql import INSERT_MESSAGE, json_list, json_object, rows_in, topic_of
 
@@ -50,70 +49,72 @@ class LogStore(StoreBase):
 
     # --- normal messages ----------------------------------------------------------------
 
-    async def append(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> list[Placement]:
+    async def append(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> Appended:
         """Append messages to the given queues, all or none: the first refusal undoes them all.
         A message id already in its topic is not stored again and its original position is
         returned instead."""
 
-        def work(conn: sqlite3.Connection) -> list[Placement]:
-            results = self._append_rows(conn, *_rows(placed), now_ms)
-            for result in results:
-                if isinstance(result, HalfmqError):
-                    raise result
-            return cast(list[Placement], results)
+        def work(conn: sqlite3.Connection) -> Appended:
+            appended = self._append_rows(conn, *_rows(placed), now_ms)
+            for refusal in appended.refused.values():
+                raise refusal
+            return appended
 
         return await self._writer.run(work)
 
-    async def append_each(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> list[Placement | HalfmqError]:
+    async def append_each(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> Appended:
         """``append``, each message on its own: its position or its refusal (MessageIdInUse);
         a storage failure fails them all."""
         return await self._writer.run(lambda conn: self._append_rows(conn, *_rows(placed), now_ms))
 
-    async def append_rows(
-        self, rows: MessageRows, queue_ids: Sequence[int], now_ms: int
-    ) -> list[Placement | HalfmqError]:
+    async def append_rows(self, rows: MessageRows, queue_ids: Sequence[int], now_ms: int) -> Appended:
         """``append_each`` of messages as columns, message i to queue ``queue_ids[i]``."""
         return await self._writer.run(lambda conn: self._append_rows(conn, rows, queue_ids, now_ms))
 
     def _append_rows(
         self, conn: sqlite3.Connection, rows: MessageRows, queue_ids: Sequence[int], now_ms: int
-    ) -> list[Placement | HalfmqError]:
+    ) -> Appended:
         ids = rows.message_ids
         in_transactions = {
             message_id
             for (message_id,) in rows_in(conn, "SELECT message_id FROM transactions WHERE message_id IN ({})", ids)
         }
         stored = {
-            (topic, message_id): Placement(topic, queue_id, queue_offset, message_id)
+            (topic, message_id): (queue_id, queue_offset)
             for topic in set(rows.topics)
             for message_id, queue_id, queue_offset in rows_in(
                 conn, "SELECT message_id, queue_id, queue_offset FROM messages WHERE topic = ? AND message_id IN ({})",
                 ids, topic,
             )
         }  # fmt: skip
-        results: list[Placement | HalfmqError] = []
+        if not in_transactions and not stored and len(set(zip(rows.topics, ids, strict=True))) == len(ids):
+            offsets = self._tails.take_each(rows.topics, queue_ids)
+            self._insert(conn, rows, queue_ids, offsets, now_ms)
+            return Appended(queue_ids, offsets, {})
         new: list[int] = []
-        offsets: list[int] = []
+        placed: list[tuple[int, int]] = []
+        refused: dict[int, HalfmqError] = {}
         for index, (topic, message_id, queue_id) in enumerate(zip(rows.topics, ids, queue_ids, strict=True)):
             if message_id in in_transactions:
-                results.append(MessageIdInUse(f"message id {message_id!r} belongs to a transaction"))
+                refused[index] = MessageIdInUse(f"message id {message_id!r} belongs to a transaction")
+                placed.append((-1, -1))
                 continue
             known = stored.get((topic, message_id))
             if known is None:
-                known = stored[(topic, message_id)] = Placement(topic, queue_id, self._tails.take(topic, queue_id),
-                                                                 message_id)  # fmt: skip
+                known = stored[(topic, message_id)] = (queue_id, self._tails.take(topic, queue_id))
                 new.append(index)
-                offsets.append(known.queue_offset)
-            results.append(known)
+            placed.append(known)
+        self._insert(conn, rows.take(new), [queue_ids[i] for i in new], [placed[i][1] for i in new], now_ms)
+        return Appended([q for q, _ in placed], [o for _, o in placed], refused)
 
-        def kept(column: Sequence[Any]) -> Sequence[Any]:
-            return column if len(new) == len(rows) else [column[i] for i in new]
-
+    @staticmethod
+    def _insert(
+        conn: sqlite3.Connection, rows: MessageRows, queue_ids: Sequence[int], offsets: Sequence[int], now_ms: int
+    ) -> None:
         conn.executemany(INSERT_MESSAGE, zip(
-            kept(rows.topics), kept(queue_ids), offsets, kept(ids), repeat(""), kept(rows.keys), kept(rows.tags),
-            kept(rows.properties), kept(rows.bodies), kept(rows.born_timestamps), repeat(now_ms), strict=False,
+            rows.topics, queue_ids, offsets, rows.message_ids, repeat(""), rows.keys, rows.tags, rows.properties,
+            rows.bodies, rows.born_timestamps, repeat(now_ms), strict=False,
         ))  # fmt: skip
-        return results
 
     def low_offsets(self) -> dict[tuple[str, int], int]:
         """The low offset of every queue of every topic, system topics included."""
