@@ -171,10 +171,10 @@ class CeilingDataSource(HalfmqDataSource):
         return CeilingStreamReader(SourceOptions.parse(self.options, streaming=True))
 
 
-def spark_ingest(spark: Any, fmt: str, address: str) -> tuple[int, float]:
+def spark_ingest(spark: Any, fmt: str, address: str, topic: str = "bench") -> tuple[int, float]:
     began = time.perf_counter()
     query = (
-        spark.readStream.format(fmt).option("broker", address).option("topics", "bench")
+        spark.readStream.format(fmt).option("broker", address).option("topics", topic)
         .option("startingOffsets", "earliest").load()
         .writeStream.format("noop").trigger(availableNow=True)
         .option("checkpointLocation", tempfile.mkdtemp(prefix="halfmq-bench-ckpt-")).start()

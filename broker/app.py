@@ -51,14 +51,19 @@ class Broker:
         self.metrics.watch_half_messages(self.store.pending_count)
         self.metrics.watch_store(self.store.usage, self.store.low_offsets)
         self.registry = ProducerRegistry()
-        self.messaging = MessagingService(self.store, max_body_bytes=settings.max_body_bytes, clock=self.clock)
+        self.packer = Packer(self.store, segment_to_pb, metrics=self.metrics)
+        self.messaging = MessagingService(
+            self.store,
+            max_body_bytes=settings.max_body_bytes,
+            clock=self.clock,
+            on_written=self.packer.written if settings.segments else None,
+        )
         self.transactions = TransactionService(
             self.store, max_body_bytes=settings.max_body_bytes, metrics=self.metrics, clock=self.clock
         )
         self.checks = CheckService(
             self.store, self.transactions, self.registry, settings.check_policy, metrics=self.metrics, clock=self.clock
         )
-        self.packer = Packer(self.store, segment_to_pb, metrics=self.metrics)
         self.retention = RetentionService(self.store, settings.retention_policy, metrics=self.metrics, clock=self.clock)
         self.controls = None if controlled is None else TestControls(controlled, self.store, self.checks, self.registry)
         self._server: grpc.aio.Server | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
 from broker.clock import Clock, system_clock, to_ms
@@ -17,7 +17,9 @@ from broker.model import (
     SYSTEM_TOPICS,
     Appended,
     Message,
+    MessageRows,
     Placement,
+    QueueColumns,
     Topic,
     check_data_topic,
     check_message,
@@ -35,9 +37,19 @@ MAX_BATCH = 1024
 class MessagingService(PullService):
     """Produce to and consume from real topics; system topics are refused."""
 
-    def __init__(self, store: Store, *, max_body_bytes: int, clock: Clock = system_clock) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_body_bytes: int,
+        clock: Clock = system_clock,
+        on_written: Callable[[str, int, QueueColumns], None] | None = None,
+    ) -> None:
+        """``on_written(topic, queue_id, columns)`` is told of each run of new messages a table
+        stored in one queue, as the store holds them (the packer packs them from there)."""
         super().__init__(store)
         self._store = store
+        self._on_written = on_written
         self._max_body_bytes = max_body_bytes
         self._clock = clock
         self._turns: dict[str, itertools.count[int]] = {}  # per topic: which queue takes the next table
@@ -108,7 +120,9 @@ class MessagingService(PullService):
         count = len(columns)
         stored = Appended([], [], {})
         if len(checked.rows):
-            stored = await self._store.append_rows(checked.rows, [queue_id] * len(checked.rows), to_ms(self._clock()))
+            now_ms = to_ms(self._clock())
+            stored = await self._store.append_rows(checked.rows, [queue_id] * len(checked.rows), now_ms)
+            self._written(checked.rows, queue_id, stored, now_ms)
         if not checked.refused:
             return stored
         # Back to the table's rows: the refused ones in place, the stored ones in order.
@@ -118,6 +132,24 @@ class MessagingService(PullService):
             if row in stored.refused:
                 refused[index] = stored.refused[row]
         return Appended(queue_ids, offsets, refused)
+
+    def _written(self, rows: MessageRows, queue_id: int, stored: Appended, now_ms: int) -> None:
+        """Tell ``on_written`` of ``rows`` if all were stored anew, one after another."""
+        offsets = stored.queue_offsets
+        if self._on_written is None or stored.refused or offsets[-1] - offsets[0] != len(offsets) - 1:
+            return
+        run = QueueColumns(
+            queue_offsets=offsets,
+            message_ids=[m.encode() for m in rows.message_ids],
+            transaction_ids=[b""] * len(rows),
+            keys=[k.encode() for k in rows.keys],
+            tags=[t.encode() for t in rows.tags],
+            properties=[p.encode() for p in rows.properties],
+            bodies=rows.bodies,
+            born_timestamps=rows.born_timestamps,
+            store_timestamps=[now_ms] * len(rows),
+        )
+        self._on_written(rows.topics[0], queue_id, run)
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)

@@ -1,14 +1,18 @@
 """The packer: packs every real topic's committed messages into segments (``broker.store.segments``)
-in the background, a few segments of a queue at a time, on the store's reader threads."""
+in the background, a few segments of a queue at a time, on the store's reader threads. A whole
+segment's worth of messages just written to one queue (a SendColumns call) is packed from the
+columns in hand, as soon as it is committed, without reading it back."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections import deque
 
 from broker.errors import HalfmqError
 from broker.metrics import Metrics
-from broker.model import SYSTEM_TOPICS
+from broker.model import MAX_PULL, SYSTEM_TOPICS, QueueColumns
 from broker.ratelog import RateLimitedLog
 from broker.store import Store
 from broker.store.segments import Encode
@@ -17,6 +21,7 @@ log = logging.getLogger(__name__)
 
 INTERVAL = 0.5  # seconds between rounds that found nothing to pack
 SEGMENTS_PER_STEP = 4  # per queue per round: a queue's backlog never holds up the others long
+RUNS_HELD_BYTES = 64 * 1024 * 1024  # bodies of runs written and not packed yet; more are left to the rounds
 
 
 class Packer:
@@ -26,16 +31,39 @@ class Packer:
         self._metrics = metrics
         self._log = RateLimitedLog(log)
         self._verified: set[tuple[str, int]] = set()  # queues whose segments are known to be of this store
+        self._runs: deque[tuple[str, int, QueueColumns]] = deque()
+        self._held = 0  # bytes of bodies in _runs
+        self._ran = asyncio.Event()  # a run was written
+
+    def written(self, topic: str, queue_id: int, columns: QueueColumns) -> None:
+        """Messages just committed to a queue, in offset order, from its ``queue_offsets[0]`` on."""
+        size = sum(map(len, columns.bodies))
+        if (topic, queue_id) in self._verified and len(columns) == MAX_PULL and self._held + size <= RUNS_HELD_BYTES:
+            self._runs.append((topic, queue_id, columns))
+            self._held += size
+            self._ran.set()
 
     async def run(self) -> None:
         while True:
             try:
-                packed = await self.pack()
+                packed = await self.pack_runs() or await self.pack()
             except HalfmqError as exc:  # the store failed this time: try again next round
                 self._log.warning(exc.code, "packing segments failed: %s", exc)
                 packed = 0
             if not packed:
-                await asyncio.sleep(INTERVAL)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._ran.wait(), INTERVAL)
+
+    async def pack_runs(self) -> int:
+        """Pack the runs written since the last call from the columns in hand."""
+        packed = 0
+        self._ran.clear()
+        while self._runs:
+            topic, queue_id, columns = self._runs.popleft()
+            self._held -= sum(map(len, columns.bodies))
+            packed += await self._store.query(self._store.pack_run, topic, queue_id, columns, self._encode)
+        self._metrics.packed(packed)
+        return packed
 
     async def pack(self) -> int:
         """One round over every queue of every real topic; returns how many messages it packed."""

@@ -389,3 +389,58 @@ def test_pulls_stay_exact_while_messages_arrive_segments_are_packed_and_retentio
     finally:
         stop.set()
         broker.stop()
+
+
+def test_a_run_a_table_wrote_is_packed_from_memory_exactly_as_from_the_rows(tmp_path):
+    """The packer packs a SendColumns call's messages from the columns in hand; the segment is
+    byte for byte the one it would pack by reading the rows back, and a run that does not start
+    where the queue's segments end is left to the rounds."""
+    import pyarrow as pa
+
+    from broker.columns import MessageColumns
+    from broker.messaging import MessagingService
+
+    rng = random.Random(7)
+    runs: list[tuple[str, int, object]] = []
+
+    def table(count: int) -> MessageColumns:
+        messages = [random_message(rng, i, 3000) for i in range(count)]
+        return MessageColumns(
+            topic="t",
+            message_ids=pa.array([f"{m.message_id}-{i}".encode() for i, m in enumerate(messages)], pa.binary()),
+            keys=pa.array([json.dumps(list(m.keys)).encode() if m.keys else b"[]" for m in messages], pa.binary()),
+            tags=pa.array([m.tags.encode() for m in messages], pa.binary()),
+            properties=pa.array(
+                [json.dumps(dict(m.properties), sort_keys=True).encode() if m.properties else b"{}" for m in messages],
+                pa.binary(),
+            ),
+            bodies=pa.array([m.body for m in messages], pa.binary()),
+            born_timestamps=pa.array([m.born_timestamp for m in messages], pa.int64()),
+        )
+
+    async def scenario() -> list[tuple[int, int, int, bytes]]:
+        store = Store(tmp_path / "data")
+        await store.create_topic("t", 2)
+        messaging = MessagingService(store, max_body_bytes=1 << 20, on_written=lambda *run: runs.append(run))
+        queues = [
+            (await messaging.send_columns(table(count))).queue_ids[0] for count in (MAX_PULL, 5, MAX_PULL, MAX_PULL)
+        ]
+        assert queues == [0, 1, 0, 1]
+        assert [(topic, q, len(c)) for topic, q, c in runs] == [("t", 0, MAX_PULL), ("t", 1, 5), ("t", 0, MAX_PULL),
+                                                                ("t", 1, MAX_PULL)]  # fmt: skip
+        from_memory = [await store.query(store.pack_run, topic, q, c, segment_to_pb) for topic, q, c in runs]
+        assert from_memory == [MAX_PULL, 0, MAX_PULL, 0]  # only whole segments where the queue's end: not queue 1's
+        packed = await store.query(_segment_rows, store)
+        await store.query(store.drop_segments)
+        assert await store.query(store.pack, "t", 0, segment_to_pb, 4) == 2 * MAX_PULL
+        assert await store.query(_segment_rows, store) == packed
+        store.close()
+        return packed
+
+    assert [row[:3] for row in asyncio.run(scenario())] == [(0, 0, MAX_PULL), (0, MAX_PULL, MAX_PULL)]
+
+
+def _segment_rows(store: Store) -> list[tuple[int, int, int, bytes]]:
+    return (
+        store._reader().execute("SELECT queue_id, first, count, data FROM segments.segments ORDER BY first").fetchall()
+    )

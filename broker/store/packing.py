@@ -3,7 +3,9 @@ processes only read them."""
 
 from __future__ import annotations
 
-from broker.model import MAX_PULL, PULL_BYTES, check_data_topic
+import sqlite3
+
+from broker.model import MAX_PULL, PULL_BYTES, QueueColumns, check_data_topic
 from broker.store.base import StoreBase
 from broker.store.reads import queue_range_of, read_columns_of
 from broker.store.segments import LAST_ROW, PACKED_FROM, Encode
@@ -15,6 +17,18 @@ _FIRST_STALE = (
     f"SELECT MIN(s.first) FROM segments.segments s LEFT JOIN messages m ON {LAST_ROW}"
     f" WHERE s.topic = ? AND s.queue_id = ? AND ({PACKED_FROM}) IS NOT 1"
 )
+
+_LAST_END = "SELECT first + count FROM segments.segments WHERE topic = ? AND queue_id = ? ORDER BY first DESC LIMIT 1"
+
+
+def _insert_segment(conn: sqlite3.Connection, topic: str, queue_id: int, columns: QueueColumns, encode: Encode) -> None:
+    """Store ``columns``, the messages of a queue from its first offset on, as one segment."""
+    start, count = columns.queue_offsets[0], len(columns)
+    conn.execute(
+        "INSERT INTO segments.segments VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (topic, queue_id, start, count, columns.message_ids[-1].decode(), columns.store_timestamps[-1],
+         encode(columns, start + count)),
+    )  # fmt: skip
 
 
 class SegmentStore(StoreBase):
@@ -45,29 +59,42 @@ class SegmentStore(StoreBase):
                         (topic, queue_id, stale),
                     )
             conn.execute("PRAGMA segments.incremental_vacuum")
-            last = conn.execute(
-                "SELECT first + count FROM segments.segments WHERE topic = ? AND queue_id = ?"
-                " ORDER BY first DESC LIMIT 1",
-                (topic, queue_id),
-            ).fetchone()
+            last = conn.execute(_LAST_END, (topic, queue_id)).fetchone()
             start, packed = low if last is None else last[0], 0
             for _ in range(max_segments):
                 if high - start < MAX_PULL:  # the tail: a segment only once it cannot grow
                     break
                 columns = read_columns_of(conn, topic, queue_id, start, MAX_PULL, PULL_BYTES)
-                count = len(columns)
-                conn.execute(
-                    "INSERT INTO segments.segments VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (topic, queue_id, start, count, columns.message_ids[-1].decode(), columns.store_timestamps[-1],
-                     encode(columns, start + count)),
-                )  # fmt: skip
-                start += count
-                packed += count
+                _insert_segment(conn, topic, queue_id, columns, encode)
+                start += len(columns)
+                packed += len(columns)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         return packed
+
+    @translated
+    def pack_run(self, topic: str, queue_id: int, columns: QueueColumns, encode: Encode) -> int:
+        """Pack messages just committed to a queue from memory, as ``pack`` would pack them from
+        the store: only a whole segment (MAX_PULL messages within PULL_BYTES) that starts where
+        the queue's segments end. Returns how many messages it packed (0: left to ``pack``)."""
+        if len(columns) != MAX_PULL or sum(map(len, columns.bodies)) > PULL_BYTES:
+            return 0
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            low, _ = queue_range_of(conn, topic, queue_id)
+            last = conn.execute(_LAST_END, (topic, queue_id)).fetchone()
+            if (low if last is None else last[0]) != columns.queue_offsets[0]:
+                conn.execute("ROLLBACK")
+                return 0
+            _insert_segment(conn, topic, queue_id, columns, encode)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return MAX_PULL
 
     @translated
     def drop_segments(self) -> None:
