@@ -107,6 +107,14 @@ class QueueColumns:
     def __len__(self) -> int:
         return len(self.queue_offsets)
 
+    def cut(self, start: int, stop: int | None = None) -> QueueColumns:
+        """The messages from ``start`` up to ``stop``."""
+        return QueueColumns(*(list(getattr(self, f.name)[start:stop]) for f in fields(self)))
+
+    def then(self, later: QueueColumns) -> QueueColumns:
+        """These messages, then ``later``'s."""
+        return QueueColumns(*([*getattr(self, f.name), *getattr(later, f.name)] for f in fields(self)))
+
 
 @dataclass(frozen=True)
 class MessageRows:

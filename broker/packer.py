@@ -1,7 +1,8 @@
 """The packer: packs every real topic's committed messages into segments (``broker.store.segments``)
 in the background, a few segments of a queue at a time, on the store's reader threads. A whole
-segment's worth of messages just written to one queue (a SendColumns call) is packed from the
-columns in hand, as soon as it is committed, without reading it back."""
+SendColumns call's messages, all written to one queue, are handed over as soon as they are
+committed: the packer keeps each queue's messages not yet packed in memory while they continue
+its segments, and packs every whole segment from there, without reading it back."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections import deque
 
 from broker.errors import HalfmqError
 from broker.metrics import Metrics
-from broker.model import MAX_PULL, SYSTEM_TOPICS, QueueColumns
+from broker.model import SYSTEM_TOPICS, QueueColumns
 from broker.ratelog import RateLimitedLog
 from broker.store import Store
 from broker.store.segments import Encode
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 
 INTERVAL = 0.5  # seconds between rounds that found nothing to pack
 SEGMENTS_PER_STEP = 4  # per queue per round: a queue's backlog never holds up the others long
-RUNS_HELD_BYTES = 64 * 1024 * 1024  # bodies of runs written and not packed yet; more are left to the rounds
+HELD_BYTES = 64 * 1024 * 1024  # bodies of runs held in memory, not packed yet; more are left to the rounds
 
 
 class Packer:
@@ -32,13 +33,15 @@ class Packer:
         self._log = RateLimitedLog(log)
         self._verified: set[tuple[str, int]] = set()  # queues whose segments are known to be of this store
         self._runs: deque[tuple[str, int, QueueColumns]] = deque()
-        self._held = 0  # bytes of bodies in _runs
+        self._held = 0  # bytes of bodies in _runs and _unpacked
+        # Per queue, its messages after its last segment, when all of them came in runs.
+        self._unpacked: dict[tuple[str, int], QueueColumns] = {}
         self._ran = asyncio.Event()  # a run was written
 
     def written(self, topic: str, queue_id: int, columns: QueueColumns) -> None:
         """Messages just committed to a queue, in offset order, from its ``queue_offsets[0]`` on."""
-        size = sum(map(len, columns.bodies))
-        if (topic, queue_id) in self._verified and len(columns) == MAX_PULL and self._held + size <= RUNS_HELD_BYTES:
+        size = _size(columns)
+        if (topic, queue_id) in self._verified and len(columns) and self._held + size <= HELD_BYTES:
             self._runs.append((topic, queue_id, columns))
             self._held += size
             self._ran.set()
@@ -55,13 +58,23 @@ class Packer:
                     await asyncio.wait_for(self._ran.wait(), INTERVAL)
 
     async def pack_runs(self) -> int:
-        """Pack the runs written since the last call from the columns in hand."""
+        """Pack the whole segments of the runs written since the last call from memory."""
         packed = 0
         self._ran.clear()
         while self._runs:
             topic, queue_id, columns = self._runs.popleft()
-            self._held -= sum(map(len, columns.bodies))
-            packed += await self._store.query(self._store.pack_run, topic, queue_id, columns, self._encode)
+            self._held -= _size(columns)
+            before = self._unpacked.pop((topic, queue_id), None)
+            if before is not None:
+                self._held -= _size(before)
+                if before.queue_offsets[-1] + 1 == columns.queue_offsets[0]:
+                    columns = before.then(columns)
+            done = await self._store.query(self._store.pack_run, topic, queue_id, columns, self._encode)
+            rest = columns.cut(max(done, 0))
+            if done >= 0 and len(rest):  # they continued the queue's segments: the rest waits for the next run
+                self._unpacked[(topic, queue_id)] = rest
+                self._held += _size(rest)
+            packed += max(done, 0)
         self._metrics.packed(packed)
         return packed
 
@@ -83,3 +96,7 @@ class Packer:
                 self._verified.add(queue)
         self._metrics.packed(packed)
         return packed
+
+
+def _size(columns: QueueColumns) -> int:
+    return sum(map(len, columns.bodies))

@@ -391,17 +391,19 @@ def test_pulls_stay_exact_while_messages_arrive_segments_are_packed_and_retentio
         broker.stop()
 
 
-def test_a_run_a_table_wrote_is_packed_from_memory_exactly_as_from_the_rows(tmp_path):
-    """The packer packs a SendColumns call's messages from the columns in hand; the segment is
-    byte for byte the one it would pack by reading the rows back, and a run that does not start
-    where the queue's segments end is left to the rounds."""
+def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_path):
+    """The packer packs SendColumns calls' messages from the columns in hand, keeping a queue's
+    messages short of a segment for the next run; each segment is byte for byte the one it packs
+    by reading the rows back, and runs that do not continue a queue's segments are left to the
+    rounds."""
     import pyarrow as pa
 
     from broker.columns import MessageColumns
     from broker.messaging import MessagingService
+    from broker.metrics import Metrics
+    from broker.packer import Packer
 
     rng = random.Random(7)
-    runs: list[tuple[str, int, object]] = []
 
     def table(count: int) -> MessageColumns:
         messages = [random_message(rng, i, 3000) for i in range(count)]
@@ -420,27 +422,30 @@ def test_a_run_a_table_wrote_is_packed_from_memory_exactly_as_from_the_rows(tmp_
 
     async def scenario() -> list[tuple[int, int, int, bytes]]:
         store = Store(tmp_path / "data")
-        await store.create_topic("t", 2)
-        messaging = MessagingService(store, max_body_bytes=1 << 20, on_written=lambda *run: runs.append(run))
-        queues = [
-            (await messaging.send_columns(table(count))).queue_ids[0] for count in (MAX_PULL, 5, MAX_PULL, MAX_PULL)
-        ]
-        assert queues == [0, 1, 0, 1]
-        assert [(topic, q, len(c)) for topic, q, c in runs] == [("t", 0, MAX_PULL), ("t", 1, 5), ("t", 0, MAX_PULL),
-                                                                ("t", 1, MAX_PULL)]  # fmt: skip
-        from_memory = [await store.query(store.pack_run, topic, q, c, segment_to_pb) for topic, q, c in runs]
-        assert from_memory == [MAX_PULL, 0, MAX_PULL, 0]  # only whole segments where the queue's end: not queue 1's
-        packed = await store.query(_segment_rows, store)
+        await store.create_topic("t", 3)
+        packer = Packer(store, segment_to_pb, metrics=Metrics())
+        await packer.pack()  # the first round: every queue's segments are verified
+        messaging = MessagingService(store, max_body_bytes=1 << 20, on_written=packer.written)
+        await store.append([(random_message(rng, 99, 10), 2)], NOW_MS)  # queue 2 starts with a plain send
+        # Queues 0, 1, 2, 0, 1, 2: queue 0 two whole runs, queue 1 a short run then a long one,
+        # queue 2 runs after a message that came in no run.
+        counts = (MAX_PULL, 5, MAX_PULL, MAX_PULL, MAX_PULL, MAX_PULL)
+        queues = [(await messaging.send_columns(table(count))).queue_ids[0] for count in counts]
+        assert queues == [0, 1, 2, 0, 1, 2]
+        assert await packer.pack_runs() == 2 * MAX_PULL + MAX_PULL  # queue 1: 5 + 1,024 messages, one segment
+        from_memory = await store.query(_segment_rows, store)
+        assert [row[:3] for row in from_memory] == [(0, 0, MAX_PULL), (0, MAX_PULL, MAX_PULL), (1, 0, MAX_PULL)]
         await store.query(store.drop_segments)
-        assert await store.query(store.pack, "t", 0, segment_to_pb, 4) == 2 * MAX_PULL
-        assert await store.query(_segment_rows, store) == packed
+        for queue in (0, 1):
+            await store.query(store.pack, "t", queue, segment_to_pb, 4)
+        from_rows = await store.query(_segment_rows, store)
         store.close()
-        return packed
+        assert from_rows == from_memory
+        return from_rows
 
-    assert [row[:3] for row in asyncio.run(scenario())] == [(0, 0, MAX_PULL), (0, MAX_PULL, MAX_PULL)]
+    asyncio.run(scenario())
 
 
 def _segment_rows(store: Store) -> list[tuple[int, int, int, bytes]]:
-    return (
-        store._reader().execute("SELECT queue_id, first, count, data FROM segments.segments ORDER BY first").fetchall()
-    )
+    query = "SELECT queue_id, first, count, data FROM segments.segments ORDER BY queue_id, first"
+    return store._reader().execute(query).fetchall()

@@ -4,6 +4,7 @@ processes only read them."""
 from __future__ import annotations
 
 import sqlite3
+from itertools import accumulate
 
 from broker.model import MAX_PULL, PULL_BYTES, QueueColumns, check_data_topic
 from broker.store.base import StoreBase
@@ -29,6 +30,23 @@ def _insert_segment(conn: sqlite3.Connection, topic: str, queue_id: int, columns
         (topic, queue_id, start, count, columns.message_ids[-1].decode(), columns.store_timestamps[-1],
          encode(columns, start + count)),
     )  # fmt: skip
+
+
+def _whole_segment(columns: QueueColumns) -> int:
+    """How many of the first messages of ``columns`` make a segment, as ``pack`` cuts one from
+    the rows: only with MAX_PULL messages at hand, all of them, or fewer when the next would take
+    the segment past PULL_BYTES (at least one); 0 with fewer at hand."""
+    if len(columns) < MAX_PULL:
+        return 0
+    first = [list(map(len, getattr(columns, name)[:MAX_PULL])) for name in _SIZED]
+    if sum(map(sum, first)) <= PULL_BYTES:
+        return MAX_PULL
+    totals = accumulate(map(sum, zip(*first, strict=True)))
+    return max(1, next(index for index, total in enumerate(totals) if total > PULL_BYTES))
+
+
+# The columns a message's size in a pull counts (``reads._SIZE``).
+_SIZED = ("bodies", "message_ids", "transaction_ids", "keys", "tags", "properties")
 
 
 class SegmentStore(StoreBase):
@@ -77,10 +95,9 @@ class SegmentStore(StoreBase):
     @translated
     def pack_run(self, topic: str, queue_id: int, columns: QueueColumns, encode: Encode) -> int:
         """Pack messages just committed to a queue from memory, as ``pack`` would pack them from
-        the store: only a whole segment (MAX_PULL messages within PULL_BYTES) that starts where
-        the queue's segments end. Returns how many messages it packed (0: left to ``pack``)."""
-        if len(columns) != MAX_PULL or sum(map(len, columns.bodies)) > PULL_BYTES:
-            return 0
+        the store, if they start where the queue's segments end: their whole segments (MAX_PULL
+        messages, or fewer when PULL_BYTES of them come first), never the rest. Returns how many
+        messages it packed, or -1 if they do not start there (the rounds will pack them)."""
         conn = self._reader()
         conn.execute("BEGIN")
         try:
@@ -88,13 +105,16 @@ class SegmentStore(StoreBase):
             last = conn.execute(_LAST_END, (topic, queue_id)).fetchone()
             if (low if last is None else last[0]) != columns.queue_offsets[0]:
                 conn.execute("ROLLBACK")
-                return 0
-            _insert_segment(conn, topic, queue_id, columns, encode)
+                return -1
+            packed = 0
+            while (count := _whole_segment(columns.cut(packed))) > 0:
+                _insert_segment(conn, topic, queue_id, columns.cut(packed, packed + count), encode)
+                packed += count
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return MAX_PULL
+        return packed
 
     @translated
     def drop_segments(self) -> None:
