@@ -291,11 +291,12 @@ class EndResult:
 @dataclass(frozen=True)
 class BatchEnd:
     """What ending a two-phase batch did: ``already_committed`` when an earlier end had
-    committed it (nothing committed now); the transactions it committed and rolled back."""
+    committed it (nothing committed now); when each transaction it committed, and each it
+    rolled back, had its half message stored (ms)."""
 
     already_committed: bool
-    committed: list[EndResult]
-    rolled_back: list[EndResult]
+    committed: Sequence[int]
+    rolled_back: Sequence[int]
 
 
 def check_name(kind: str, value: str) -> str:

@@ -159,3 +159,20 @@ def test_a_committed_batch_s_marker_leaves_with_retention(broker, stub, clock):
     clock.advance(73 * 3600)  # past the default 72 h
     broker.run(broker.broker.retention.sweep())
     assert store_snapshot(broker.broker.settings.data_dir)["committed_batches"] == []
+
+
+def test_a_committed_batch_takes_each_queue_s_next_offsets_in_the_order_it_was_prepared(broker, stub):
+    stub.SendBatch(pb.SendBatchRequest(messages=[pb.Message(topic="orders", body=b"plain", message_id=f"p{i}")
+                                                 for i in range(7)]))  # fmt: skip
+    before = {(q, o) for _, q, o, _ in topic_rows(broker.broker.settings.data_dir, "orders")}
+    names = [f"m{i:03d}" for i in range(200)]
+    ids = prepare(stub, 0, *names)
+    assert end(stub, 0, [*ids, ids[0]]).committed == 200, "a transaction listed twice is committed once"
+    rows = topic_rows(broker.broker.settings.data_dir, "orders")
+    committed = [(q, o, body) for _, q, o, body in rows if (q, o) not in before]
+    assert sorted(body for *_, body in committed) == sorted(n.encode() for n in names)
+    for queue in range(4):
+        offsets = sorted(o for q, o in before if q == queue) + [o for q, o, _ in committed if q == queue]
+        assert offsets == list(range(len(offsets))), f"queue {queue}: dense, after what it held"
+        in_queue = [body for q, _, body in sorted(committed) if q == queue]
+        assert in_queue == sorted(in_queue), "each queue in the order the batch was prepared"

@@ -12,9 +12,19 @@ import sqlite3
 from collections.abc import Sequence
 
 from broker.errors import HalfmqError
-from broker.model import BatchEnd, EndResult, Source, TransactionState
+from broker.model import OP_TOPIC, BatchEnd, EndResult, Source, TransactionState
+from broker.store.sql import MESSAGE_COLUMNS
 from broker.store.transactions import TransactionStore
 
+# The transactions to commit (``temp.ending``), as ``h``; those still pending.
+_ENDING = "FROM transactions h JOIN temp.ending e USING (transaction_id)"
+_ENDING_PENDING = f"{_ENDING} WHERE h.state = 'PENDING'"
+# The first transaction to commit that cannot be: unknown, another group's, or resolved otherwise.
+_FIRST_REFUSED = (
+    "SELECT e.transaction_id FROM temp.ending e LEFT JOIN transactions t USING (transaction_id)"
+    " WHERE t.transaction_id IS NULL OR t.producer_group != ? OR t.state NOT IN ('PENDING', 'COMMITTED')"
+    " ORDER BY e.rowid LIMIT 1"
+)
 # Through the pending-by-group partial index: what a group still has pending, a batch or below.
 _PENDING_UP_TO = (
     "SELECT transaction_id FROM transactions INDEXED BY transactions_pending_group"
@@ -40,15 +50,9 @@ class BatchStore(TransactionStore):
             recorded = conn.execute(
                 "SELECT 1 FROM committed_batches WHERE producer_group = ? AND batch_id = ?", (producer_group, batch_id)
             ).fetchone()
-            committed: list[EndResult] = []
+            committed: list[int] = []
             if commit is not None and recorded is None:
-                target = TransactionState.COMMITTED
-                items = [(txid, target, Source.CLIENT.value, producer_group) for txid in commit]
-                for result in self._resolve_many(conn, items, now_ms):
-                    if isinstance(result, HalfmqError):
-                        raise result
-                    if not result.already_resolved:
-                        committed.append(result)
+                committed = self._commit_all(conn, producer_group, commit, now_ms)
                 conn.execute(
                     "INSERT INTO committed_batches (producer_group, batch_id, committed_at, transactions)"
                     " VALUES (?, ?, ?, ?)",
@@ -57,7 +61,60 @@ class BatchStore(TransactionStore):
             stale = [txid for (txid,) in conn.execute(_PENDING_UP_TO, (producer_group, batch_id))]
             target = TransactionState.ROLLED_BACK
             rolled = self._resolve_many(conn, [(txid, target, Source.CLIENT.value, None) for txid in stale], now_ms)
-            rolled_back = [r for r in rolled if isinstance(r, EndResult)]  # pending a moment ago: none is refused
+            rolled_back = [r.half_stored_at for r in rolled if isinstance(r, EndResult)]  # none is refused
             return BatchEnd(commit is not None and recorded is not None, committed, rolled_back)
 
         return await self._writer.run(work)
+
+    def _commit_all(
+        self, conn: sqlite3.Connection, producer_group: str, commit: Sequence[str], now_ms: int
+    ) -> list[int]:
+        """Commit the group's transactions ``commit`` (those already committed stay as they are),
+        each statement for them all, in SQL: their final messages (copied from their half
+        messages), op records and states. Returns when each newly committed one's half was stored.
+        Raises for the first that cannot be committed, as ``resolve`` would; nothing is written then."""
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS ending (transaction_id TEXT PRIMARY KEY)")
+        conn.execute("DELETE FROM temp.ending")
+        conn.executemany("INSERT OR IGNORE INTO temp.ending VALUES (?)", ((txid,) for txid in commit))
+        refused = conn.execute(_FIRST_REFUSED, (producer_group,)).fetchone()
+        if refused is not None:  # its refusal, as a single end would give it
+            item = (refused[0], TransactionState.COMMITTED, Source.CLIENT.value, producer_group)
+            for outcome in self._resolve_many(conn, [item], now_ms):
+                if isinstance(outcome, HalfmqError):
+                    raise outcome
+        counts = conn.execute(f"SELECT topic, queue_id, COUNT(*) {_ENDING_PENDING} GROUP BY topic, queue_id")
+        firsts = [(topic, queue_id, self._tails.take_run(topic, queue_id, n)) for topic, queue_id, n in counts]
+        if not firsts:
+            return []
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS bases (topic TEXT, queue_id INTEGER, first INTEGER)")
+        conn.execute("DELETE FROM temp.bases")
+        conn.executemany("INSERT INTO temp.bases VALUES (?, ?, ?)", firsts)
+        # Each message's offset first, from the small columns (a window over bodies would sort them).
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS commit_plan (half_offset INTEGER PRIMARY KEY, queue_offset INTEGER)"
+        )
+        conn.execute("DELETE FROM temp.commit_plan")
+        conn.execute(
+            "INSERT INTO temp.commit_plan SELECT h.half_offset,"
+            " b.first + row_number() OVER (PARTITION BY h.topic, h.queue_id ORDER BY h.half_offset) - 1"
+            f" {_ENDING} JOIN temp.bases b ON b.topic = h.topic AND b.queue_id = h.queue_id WHERE h.state = 'PENDING'"
+        )
+        conn.execute(
+            f"INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT h.topic, h.queue_id, p.queue_offset, h.message_id,"
+            " h.transaction_id, h.keys, h.tags, h.properties, h.body, h.born_timestamp, ?"
+            " FROM temp.commit_plan p JOIN transactions h ON h.half_offset = p.half_offset ORDER BY p.half_offset",
+            (now_ms,),
+        )
+        stored_at = [at for (at,) in conn.execute(f"SELECT h.half_stored_at {_ENDING_PENDING} ORDER BY h.half_offset")]
+        first_op = self._tails.take_run(OP_TOPIC, 0, len(stored_at))
+        conn.execute(
+            "INSERT INTO op_log (op_offset, half_offset, stored_at)"
+            f" SELECT ? + row_number() OVER (ORDER BY h.half_offset) - 1, h.half_offset, ? {_ENDING_PENDING}",
+            (first_op, now_ms),
+        )
+        conn.execute(
+            "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ?"
+            " WHERE state = 'PENDING' AND transaction_id IN (SELECT transaction_id FROM temp.ending)",
+            (TransactionState.COMMITTED.value, now_ms, Source.CLIENT.value),
+        )
+        return stored_at

@@ -159,11 +159,16 @@ class QueueTails:
         self._next[(topic, queue_id)] = offset + 1
         return offset
 
+    def take_run(self, topic: str, queue_id: int, count: int) -> int:
+        """The first of ``count`` offsets in a row for the next messages of the queue."""
+        first = self._next.get((topic, queue_id), 0)
+        self._next[(topic, queue_id)] = first + count
+        return first
+
     def take_each(self, topics: Sequence[str], queue_ids: Sequence[int]) -> list[int]:
         """``take`` for message i of ``topics[i]`` and ``queue_ids[i]``; a run in one queue at once."""
         if len(set(topics)) == 1 and len(set(queue_ids)) == 1:
-            first = self._next.get((topics[0], queue_ids[0]), 0)
-            self._next[(topics[0], queue_ids[0])] = first + len(topics)
+            first = self.take_run(topics[0], queue_ids[0], len(topics))
             return list(range(first, first + len(topics)))
         return [self.take(topic, queue_id) for topic, queue_id in zip(topics, queue_ids, strict=True)]
 

@@ -122,7 +122,10 @@ class TransactionService:
         now_ms = self._now_ms()
         commit = transaction_ids if resolution is Resolution.COMMIT else None
         ended = await self._store.end_batch(producer_group, batch_id, commit, now_ms)
-        self._measure(ended.committed + ended.rolled_back, now_ms)
+        self._metrics.resolved(
+            [(TransactionState.COMMITTED, (now_ms - at) / 1000) for at in ended.committed]
+            + [(TransactionState.ROLLED_BACK, (now_ms - at) / 1000) for at in ended.rolled_back]
+        )
         return ended
 
     async def end(self, transaction_id: str, producer_group: str, resolution: Resolution, source: Source) -> EndResult:
