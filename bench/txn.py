@@ -3,9 +3,11 @@
     .venv/bin/python -m bench.txn --producers 64 --seconds 15 --body 1024 --flush sync
     .venv/bin/python -m bench.txn --shapes shared-async --retention 0,2 --rounds 4 --no-rabbitmq
     .venv/bin/python -m bench.txn --shapes shared-async --segments on,off --rounds 3 --no-rabbitmq
+    .venv/bin/python -m bench.txn --shapes shared-async --baseline ../base --rounds 3 --no-rabbitmq
 
 Runs each client shape against one broker process, one after the other (one broker per
-``--retention`` and ``--segments`` value, ``--rounds`` times, alternating):
+``--retention`` and ``--segments`` value, and per source tree with ``--baseline``, ``--rounds``
+times, alternating):
 - ``single``: one producer, one transaction in flight (the latency floor);
 - ``shared-async`` (a): one AsyncTransactionProducer shared by ``--producers`` asyncio tasks;
 - ``shared-threads`` (b): one blocking TransactionProducer shared by ``--producers`` threads;
@@ -49,12 +51,12 @@ from producer_sdk import (
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start(args: list[str], ready: str) -> subprocess.Popen[bytes]:
-    """Start a process whose output goes to a log file, and return it once the log says ``ready``.
+def start(args: list[str], ready: str, cwd: Path = ROOT) -> subprocess.Popen[bytes]:
+    """Start a process in ``cwd`` whose output goes to a log file, and return it once the log says ``ready``.
     Not a pipe: once nobody read it, a pipe would fill with the broker's log, and its next log
     line would stop the broker's event loop in the middle of a measurement."""
     with tempfile.NamedTemporaryFile(prefix="halfmq-bench-", suffix=".log", delete=False) as log:
-        process = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(args, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     path = Path(log.name)
     while ready not in path.read_text(errors="replace"):
         if process.poll() is not None:
@@ -64,12 +66,13 @@ def start(args: list[str], ready: str) -> subprocess.Popen[bytes]:
     return process
 
 
-def start_broker(data: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_broker(data: Path, *flags: str, tree: Path = ROOT) -> tuple[subprocess.Popen[bytes], str]:
     """A broker process on ``data`` with ``flags``, its gRPC port free and its HTTP and RocketMQ
-    ports on 0, once it serves; and its gRPC address."""
+    ports on 0, once it serves; and its gRPC address. ``tree``: the source tree whose broker runs
+    (``python -m broker`` in it imports its own)."""
     port = free_port()
     args = ["--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0", "--rocketmq-port", "0", *flags]
-    return start([sys.executable, "-m", "broker", *args], "halfmq broker ready"), f"127.0.0.1:{port}"
+    return start([sys.executable, "-m", "broker", *args], "halfmq broker ready", tree), f"127.0.0.1:{port}"
 
 
 class SyncListener(TransactionListener):
@@ -227,22 +230,22 @@ def echo_main(address: str, concurrency: int, seconds: float, body: bytes) -> di
     return asyncio.run(run_echo(address, concurrency, seconds, body))
 
 
-# A broker's settings under comparison: its --retention (seconds) and --segments.
-Variant = tuple[float, str]
+# A broker under comparison: its --retention (seconds), its --segments and its source tree.
+Variant = tuple[float, str, Path]
 
 
 def describe(variant: Variant) -> str:
-    return f"retention {variant[0]:g} s, segments {variant[1]}"
+    return f"retention {variant[0]:g} s, segments {variant[1]}" + ("" if variant[2] == ROOT else f", {variant[2]}")
 
 
 def run_broker(args: argparse.Namespace, variant: Variant, body: bytes, listener: Listener) -> dict[str, dict]:
     """Start a broker with ``variant``'s retention and segments, run the shapes against it, and
     stop it; each result carries the size of the store's files (database and WAL) at the end."""
-    retention, segments = variant
+    retention, segments, tree = variant
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-"))
     broker, address = start_broker(
         data, "--topic", "bench:4", "--retention", str(retention), "--segments", segments, "--flush", args.flush,
-        "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3",
+        "--check-interval", "1", "--transaction-timeout", "2", "--check-timeout", "3", tree=tree,
     )  # fmt: skip
     results = {}
     try:
@@ -278,12 +281,19 @@ def main() -> None:
         default="on",
         help="the broker's --segments; a comma-separated list (on,off) runs one broker per value, and compares",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another source tree (a git worktree of an earlier commit, say) whose broker also runs, and compares",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="times each broker variant is run, alternating")
     args = parser.parse_args()
     body = os.urandom(args.body)
 
     listener = Listener(args.unknown_ratio)
-    variants = [(float(r), segments) for r in args.retention.split(",") for segments in args.segments.split(",")]
+    trees = [ROOT] if args.baseline is None else [ROOT, args.baseline.resolve()]
+    variants = [(float(r), segments, tree) for r in args.retention.split(",") for segments in args.segments.split(",")
+                for tree in trees]  # fmt: skip
     runs: dict[Variant, dict[str, list[dict]]] = {variant: {} for variant in variants}
     for _ in range(args.rounds):  # alternating, so that drift of the machine hits every setting alike
         for variant in variants:
@@ -309,12 +319,12 @@ def main() -> None:
     duplicated = sum(n - 1 for n in listener.checks.values() if n > 1)
     print(f"config: concurrency={args.producers} body={args.body}B flush={args.flush} seconds={args.seconds}"
           f" unknown_ratio={args.unknown_ratio} cpus={os.cpu_count()}")  # fmt: skip
-    for (retention, segments), shapes in runs.items():
+    for (retention, segments, tree), shapes in runs.items():
         for shape, measured in shapes.items():
             for txn in measured:
                 print(f"{shape:>15}: {txn['count']:7d} txn, {txn['tps']:6.0f} txn/s; send-execute-commit avg"
                       f" {txn['avg_ms']:6.2f} ms, p50 {txn['p50_ms']:6.2f} ms, p99 {txn['p99_ms']:6.2f} ms,"
-                      f" max {txn['max_ms']:7.2f} ms; retention {retention:g} s, segments {segments},"
+                      f" max {txn['max_ms']:7.2f} ms; {describe((retention, segments, tree))},"
                       f" store {txn['store_mb']:.0f} MB")  # fmt: skip
     results = {shape: measured[-1] for shape, measured in runs[variants[0]].items()}
     print(f"checks: {checks}  unexpected checks: {unexpected}  duplicated checks: {duplicated}")

@@ -91,7 +91,8 @@ def test_a_full_disk_refuses_writes_with_a_typed_error_and_the_broker_recovers_w
                 for q in range(4)
             )
             assert pulled == len(acknowledged)
-            full = httpx.post(f"{broker.http}/topics/orders/messages", json={"body": "x"})
+            # As big as the refused sends: a message that fits in a page's free space needs no disk.
+            full = httpx.post(f"{broker.http}/topics/orders/messages", json={"body": "x" * BODY})
             assert (full.status_code, full.json()["error"]["code"]) == (507, "STORAGE_FULL")
 
             # A transaction whose half message was stored, and whose commit met a full disk: the
