@@ -3,7 +3,9 @@ processes only read them."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from itertools import accumulate
 
 from broker.model import MAX_PULL, PULL_BYTES, QueueColumns, check_data_topic
@@ -19,7 +21,26 @@ _FIRST_STALE = (
     f" WHERE s.topic = ? AND s.queue_id = ? AND ({PACKED_FROM}) IS NOT 1"
 )
 
-_LAST_END = "SELECT first + count FROM segments.segments WHERE topic = ? AND queue_id = ? ORDER BY first DESC LIMIT 1"
+
+@contextlib.contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One transaction over both files: committed when the block ends, undone if it raises."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _segments_end(conn: sqlite3.Connection, topic: str, queue_id: int, low: int) -> int:
+    """Where the queue's next segment starts: after its last one, else at its low offset."""
+    last = conn.execute(
+        "SELECT first + count FROM segments.segments WHERE topic = ? AND queue_id = ? ORDER BY first DESC LIMIT 1",
+        (topic, queue_id),
+    ).fetchone()
+    return low if last is None else int(last[0])
 
 
 def _insert_segment(conn: sqlite3.Connection, topic: str, queue_id: int, columns: QueueColumns, encode: Encode) -> None:
@@ -62,8 +83,7 @@ class SegmentStore(StoreBase):
         reader thread (``query``): the writer never waits for it."""
         check_data_topic(topic)
         conn = self._reader()
-        conn.execute("BEGIN")  # one snapshot of both files
-        try:
+        with _snapshot(conn):
             low, high = queue_range_of(conn, topic, queue_id)
             conn.execute(
                 "DELETE FROM segments.segments WHERE topic = ? AND queue_id = ? AND first + count <= ?",
@@ -77,8 +97,7 @@ class SegmentStore(StoreBase):
                         (topic, queue_id, stale),
                     )
             conn.execute("PRAGMA segments.incremental_vacuum")
-            last = conn.execute(_LAST_END, (topic, queue_id)).fetchone()
-            start, packed = low if last is None else last[0], 0
+            start, packed = _segments_end(conn, topic, queue_id, low), 0
             for _ in range(max_segments):
                 if high - start < MAX_PULL:  # the tail: a segment only once it cannot grow
                     break
@@ -86,10 +105,6 @@ class SegmentStore(StoreBase):
                 _insert_segment(conn, topic, queue_id, columns, encode)
                 start += len(columns)
                 packed += len(columns)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         return packed
 
     @translated
@@ -99,21 +114,14 @@ class SegmentStore(StoreBase):
         messages, or fewer when PULL_BYTES of them come first), never the rest. Returns how many
         messages it packed, or -1 if they do not start there (the rounds will pack them)."""
         conn = self._reader()
-        conn.execute("BEGIN")
-        try:
+        with _snapshot(conn):
             low, _ = queue_range_of(conn, topic, queue_id)
-            last = conn.execute(_LAST_END, (topic, queue_id)).fetchone()
-            if (low if last is None else last[0]) != columns.queue_offsets[0]:
-                conn.execute("ROLLBACK")
+            if _segments_end(conn, topic, queue_id, low) != columns.queue_offsets[0]:
                 return -1
             packed = 0
             while (count := _whole_segment(columns.cut(packed))) > 0:
                 _insert_segment(conn, topic, queue_id, columns.cut(packed, packed + count), encode)
                 packed += count
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         return packed
 
     @translated
