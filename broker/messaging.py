@@ -118,7 +118,7 @@ class MessagingService(PullService):
         checked = check_columns(columns, self._max_body_bytes)
         queue_id = next(self._turns.setdefault(columns.topic, itertools.count())) % queues
         count = len(columns)
-        stored = Appended([], [], {})
+        stored = Appended([], [], {}, 0)
         if len(checked.rows):
             now_ms = to_ms(self._clock())
             stored = await self._store.append_rows(checked.rows, [queue_id] * len(checked.rows), now_ms)
@@ -131,15 +131,14 @@ class MessagingService(PullService):
             queue_ids[index], offsets[index] = stored.queue_ids[row], stored.queue_offsets[row]
             if row in stored.refused:
                 refused[index] = stored.refused[row]
-        return Appended(queue_ids, offsets, refused)
+        return Appended(queue_ids, offsets, refused, stored.new)
 
     def _written(self, rows: MessageRows, queue_id: int, stored: Appended, now_ms: int) -> None:
-        """Tell ``on_written`` of ``rows`` if all were stored anew, one after another."""
-        offsets = stored.queue_offsets
-        if self._on_written is None or stored.refused or offsets[-1] - offsets[0] != len(offsets) - 1:
+        """Tell ``on_written`` of ``rows`` if all were stored anew (so one after another)."""
+        if self._on_written is None or stored.new != len(rows):
             return
         run = QueueColumns(
-            queue_offsets=offsets,
+            queue_offsets=stored.queue_offsets,
             message_ids=[m.encode() for m in rows.message_ids],
             transaction_ids=[b""] * len(rows),
             keys=[k.encode() for k in rows.keys],

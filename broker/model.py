@@ -146,6 +146,8 @@ class Appended:
     queue_ids: Sequence[int]
     queue_offsets: Sequence[int]
     refused: Mapping[int, HalfmqError]
+    # How many were stored by this call (not before, nor earlier in the batch).
+    new: int
 
     def placements(self, topics: Sequence[str], message_ids: Sequence[str]) -> list[Placement | HalfmqError]:
         """Each message's Placement or refusal (one object per message: for per-message callers)."""

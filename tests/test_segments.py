@@ -449,3 +449,30 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
 def _segment_rows(store: Store) -> list[tuple[int, int, int, bytes]]:
     query = "SELECT queue_id, first, count, data FROM segments.segments ORDER BY queue_id, first"
     return store._reader().execute(query).fetchall()
+
+
+def test_a_call_with_a_message_stored_before_it_is_not_handed_to_the_packer(tmp_path):
+    """Its offsets may run on from the queue's end (the message stored before was the last one),
+    but that message's columns are the resend's, not the store's: it is left to the rounds."""
+    import pyarrow as pa
+
+    from broker.columns import MessageColumns
+    from broker.messaging import MessagingService
+
+    def table(*ids: str) -> MessageColumns:
+        binary = pa.array([i.encode() for i in ids], pa.binary())
+        return MessageColumns("t", binary, None, None, None, binary, None)
+
+    runs: list[tuple[str, int, object]] = []
+
+    async def scenario() -> tuple[list[int], int]:
+        store = Store(tmp_path / "data")
+        await store.create_topic("t", 1)
+        messaging = MessagingService(store, max_body_bytes=1024, on_written=lambda *run: runs.append(run))
+        await messaging.send_columns(table("a", "b"))
+        again = await messaging.send_columns(table("b", "c"))
+        store.close()
+        return list(again.queue_offsets), again.new
+
+    assert asyncio.run(scenario()) == ([1, 2], 1)
+    assert [(topic, queue, len(columns)) for topic, queue, columns in runs] == [("t", 0, 2)]

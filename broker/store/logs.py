@@ -90,7 +90,7 @@ class LogStore(StoreBase):
         if not in_transactions and not stored and len(set(zip(rows.topics, ids, strict=True))) == len(ids):
             offsets = self._tails.take_each(rows.topics, queue_ids)
             self._insert(conn, rows, queue_ids, offsets, now_ms)
-            return Appended(queue_ids, offsets, {})
+            return Appended(queue_ids, offsets, {}, len(ids))
         new: list[int] = []
         placed: list[tuple[int, int]] = []
         refused: dict[int, HalfmqError] = {}
@@ -105,7 +105,7 @@ class LogStore(StoreBase):
                 new.append(index)
             placed.append(known)
         self._insert(conn, rows.take(new), [queue_ids[i] for i in new], [placed[i][1] for i in new], now_ms)
-        return Appended([q for q, _ in placed], [o for _, o in placed], refused)
+        return Appended([q for q, _ in placed], [o for _, o in placed], refused, len(new))
 
     @staticmethod
     def _insert(
