@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from broker.errors import HalfmqError
 from broker.model import OP_TOPIC, BatchEnd, EndResult, Source, TransactionState
-from broker.store.sql import MESSAGE_COLUMNS
+from broker.store.sql import COPY_PLAN, copy_planned
 from broker.store.transactions import TransactionStore
 
 # The transactions to commit (``temp.ending``), as ``h``; those still pending.
@@ -89,22 +89,15 @@ class BatchStore(TransactionStore):
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS bases (topic TEXT, queue_id INTEGER, first INTEGER)")
         conn.execute("DELETE FROM temp.bases")
         conn.executemany("INSERT INTO temp.bases VALUES (?, ?, ?)", firsts)
-        # Each message's offset first, from the small columns (a window over bodies would sort them).
-        conn.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS commit_plan (half_offset INTEGER PRIMARY KEY, queue_offset INTEGER)"
-        )
-        conn.execute("DELETE FROM temp.commit_plan")
-        conn.execute(
-            "INSERT INTO temp.commit_plan SELECT h.half_offset,"
-            " b.first + row_number() OVER (PARTITION BY h.topic, h.queue_id ORDER BY h.half_offset) - 1"
-            f" {_ENDING} JOIN temp.bases b ON b.topic = h.topic AND b.queue_id = h.queue_id WHERE h.state = 'PENDING'"
-        )
-        conn.execute(
-            f"INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT h.topic, h.queue_id, p.queue_offset, h.message_id,"
-            " h.transaction_id, h.keys, h.tags, h.properties, h.body, h.born_timestamp, ?"
-            " FROM temp.commit_plan p JOIN transactions h ON h.half_offset = p.half_offset ORDER BY p.half_offset",
-            (now_ms,),
-        )
+        # The copies planned from the small columns (a window over the bodies would sort them).
+        conn.execute(COPY_PLAN)
+        planned = conn.execute(
+            "INSERT INTO temp.copy_plan (topic, queue_id, queue_offset, extra, half_offset) SELECT h.topic, h.queue_id,"
+            " b.first + row_number() OVER (PARTITION BY h.topic, h.queue_id ORDER BY h.half_offset) - 1, '{}',"
+            f" h.half_offset {_ENDING} JOIN temp.bases b ON b.topic = h.topic AND b.queue_id = h.queue_id"
+            " WHERE h.state = 'PENDING' ORDER BY h.half_offset"
+        ).rowcount
+        copy_planned(conn, planned, now_ms)
         stored_at = [at for (at,) in conn.execute(f"SELECT h.half_stored_at {_ENDING_PENDING} ORDER BY h.half_offset")]
         first_op = self._tails.take_run(OP_TOPIC, 0, len(stored_at))
         conn.execute(

@@ -218,8 +218,9 @@ def rows_in(conn: sqlite3.Connection, query: str, values: Sequence[object], *par
     return rows
 
 
-# What a group of copies will be, gathered first so that one statement copies them all.
-_COPY_PLAN = (
+# What a group of copies will be, gathered first so that one statement copies them all: each
+# half message (``half_offset``) to its topic, queue and offset, with extra properties (JSON).
+COPY_PLAN = (
     "CREATE TEMP TABLE IF NOT EXISTS copy_plan (seq INTEGER PRIMARY KEY, topic TEXT NOT NULL,"
     " queue_id INTEGER NOT NULL, queue_offset INTEGER NOT NULL, extra TEXT NOT NULL, half_offset INTEGER NOT NULL)"
 )
@@ -232,19 +233,24 @@ def copy_halves(
     now_ms: int,
 ) -> None:
     """Append each producer's message, copied from the half message of its transaction, to the
-    given topic and queue with the given extra properties.
-
-    The copy happens inside SQLite, in one INSERT ... SELECT for them all: the bodies never pass
-    through Python, and the writer's thread gives up and takes back the GIL once, not per row.
-    """
+    given topic and queue with the given extra properties (``copy_planned``)."""
     if not copies:  # an INSERT, even of no rows, would start the table's AUTOINCREMENT record
         return
-    conn.execute(_COPY_PLAN)
+    conn.execute(COPY_PLAN)
     conn.executemany(
         "INSERT INTO temp.copy_plan (topic, queue_id, queue_offset, extra, half_offset) VALUES (?, ?, ?, ?, ?)",
         [(topic, queue_id, tails.take(topic, queue_id), json_object(extra), txn.half_offset)
          for txn, topic, queue_id, extra in copies],
     )  # fmt: skip
+    copy_planned(conn, len(copies), now_ms)
+
+
+def copy_planned(conn: sqlite3.Connection, planned: int, now_ms: int) -> None:
+    """Carry out the ``planned`` copies of ``temp.copy_plan``, in its order, and empty it.
+
+    The copy happens inside SQLite, in one INSERT ... SELECT for them all: the bodies never pass
+    through Python, and the writer's thread gives up and takes back the GIL once, not per row.
+    """
     copied = conn.execute(
         f"INSERT INTO messages ({MESSAGE_COLUMNS})"
         " SELECT p.topic, p.queue_id, p.queue_offset, h.message_id, h.transaction_id, h.keys, h.tags,"
@@ -254,8 +260,8 @@ def copy_halves(
         (now_ms,),
     )
     conn.execute("DELETE FROM temp.copy_plan")
-    if copied.rowcount != len(copies):  # the job fails, and its offsets are given back with the rollback
-        raise StorageFailure(f"{len(copies) - copied.rowcount} of {len(copies)} half messages to copy are missing")
+    if copied.rowcount != planned:  # the job fails, and its offsets are given back with the rollback
+        raise StorageFailure(f"{planned - copied.rowcount} of {planned} half messages to copy are missing")
 
 
 def set_consumer_offset(conn: sqlite3.Connection, group: str, topic: str, queue_id: int, offset: int) -> None:
