@@ -185,7 +185,7 @@ def _call_columns(rows: pa.Table, bodies: pa.Array) -> tuple[pb.MessageColumns, 
     if "properties" in names:
         texts = [json.dumps(dict(p), sort_keys=True) if p else "{}" for p in rows["properties"].to_pylist()]
         columns.properties.CopyFrom(_column(pa.array(texts, pa.string())))
-    columns.born_timestamps = _little_endian_int64(pa.repeat(pa.scalar(int(time.time() * 1000)), count))
+    columns.born_timestamps = _native(array("q", repeat(int(time.time() * 1000), count)).tobytes(), "q")
     return columns, ids
 
 
@@ -194,11 +194,9 @@ def _keys_json(keys: pa.Array) -> pa.Array:
     as a column, anything else is written one row at a time."""
     if pa.types.is_string(keys.type):
         simple = pc.fill_null(pc.match_substring_regex(keys, _ONE_KEY), False)
-        wrapped = pc.binary_join_element_wise('["', keys, '"]', "")
         if pc.all(pc.or_(simple, pc.is_null(keys))).as_py():
-            return pc.if_else(pc.is_null(keys), "[]", wrapped)
-        values = keys.to_pylist()
-        return pa.array([json.dumps([k]) if k is not None else "[]" for k in values], pa.string())
+            return pc.if_else(pc.is_null(keys), "[]", pc.binary_join_element_wise('["', keys, '"]', ""))
+        return pa.array([json.dumps([k]) if k is not None else "[]" for k in keys.to_pylist()], pa.string())
     return pa.array([json.dumps(k) if k else "[]" for k in keys.to_pylist()], pa.string())
 
 
@@ -213,10 +211,6 @@ def _column(values: pa.Array) -> pb.PackedColumn:
     packed = pb.PackedColumn(data=data.slice(first, last - first).to_pybytes() if data is not None else b"")
     packed.offsets = _native(positions.buffers()[1].slice(positions.offset * 4, 4 * len(positions)).to_pybytes(), "i")
     return packed
-
-
-def _little_endian_int64(values: pa.Array) -> bytes:
-    return _native(values.buffers()[1].slice(values.offset * 8, 8 * len(values)).to_pybytes(), "q")
 
 
 def receipts(ids: pa.Array, reply: pb.SendColumnsResponse) -> pa.Table:
