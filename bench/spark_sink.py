@@ -6,7 +6,7 @@ same run.
 
 The input is ``--files`` Parquet files of ``--rows`` rows in all (a body of ``--body`` bytes and
 a key each), read as a stream one file per micro-batch. The same query writes them to a broker
-process (``--flush sync``) with ``deliveryGuarantee`` ``exactly-once`` (half messages per task,
+process (``--flush sync``) with ``deliveryGuarantee`` ``exactly-once`` (``PrepareColumns`` open ranges per task,
 one EndBatch per micro-batch) and ``at-least-once`` (``SendColumns`` per task), and to Parquet
 files in a local folder, alternately,
 ``--rounds`` times each, after one unrecorded round of both (the JVM's and the workers' warm-up

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from broker.batches import BatchService
 from broker.clock import Clock, system_clock
 from broker.config import Settings
 from broker.controls import ControlledClock, TestControls
@@ -61,6 +62,13 @@ class Broker:
         self.transactions = TransactionService(
             self.store, max_body_bytes=settings.max_body_bytes, metrics=self.metrics, clock=self.clock
         )
+        self.batches = BatchService(
+            self.store,
+            self.messaging,
+            max_body_bytes=settings.max_body_bytes,
+            timeout=settings.batch_timeout,
+            clock=self.clock,
+        )
         self.checks = CheckService(
             self.store, self.transactions, self.registry, settings.check_policy, metrics=self.metrics, clock=self.clock
         )
@@ -81,6 +89,7 @@ class Broker:
         servicer = BrokerServicer(
             self.messaging,
             self.transactions,
+            self.batches,
             self.registry,
             check_timeout=self.settings.check_timeout,
             pull_ports=pull_ports,
@@ -116,6 +125,7 @@ class Broker:
         checks = self.checks.run if self.controls is None else self.controls.run_checks
         self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
         self._tasks.append(asyncio.create_task(self.retention.run()))
+        self._tasks.append(asyncio.create_task(self.batches.run()))
         if self.settings.segments:
             self._tasks.append(asyncio.create_task(self.packer.run()))
         else:

@@ -38,6 +38,7 @@ class Settings:
     check_max: int = 5
     check_timeout: float = 3.0
     max_half_age: float = 72 * 3600.0
+    batch_timeout: float = 600.0
     retention: float = 72 * 3600.0
     retention_bytes: int | None = None
     flush: Flush = Flush.SYNC
@@ -124,6 +125,11 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("check_max", _positive(int), "checks before a half message is discarded (default 5)"),
     ("check_timeout", _positive(float), "seconds to wait for a check's answer (default 3)"),
     ("max_half_age", _positive(float), "seconds after which a half message is discarded regardless (default 259200)"),
+    (
+        "batch_timeout",
+        _positive(float),
+        "seconds an exactly-once batch may stay open before its messages are rolled back (default 600)",
+    ),
     (
         "retention",
         _positive(float, zero=True),

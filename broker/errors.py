@@ -61,6 +61,13 @@ class TransactionNotFound(NotFound):
     code = "TRANSACTION_NOT_FOUND"
 
 
+class RangeNotOpen(NotFound):
+    """Raised when a batch's commit names a range that is not open in that batch of that group:
+    never prepared there, or rolled back since (the batch timeout, or a later end of the group)."""
+
+    code = "RANGE_NOT_OPEN"
+
+
 class HiddenTopic(HalfmqError):
     """Raised when a system topic is named through a data API (send, pull, create)."""
 

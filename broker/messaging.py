@@ -114,9 +114,9 @@ class MessagingService(PullService):
         if not 1 <= len(columns) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(columns)}")
         check_data_topic(columns.topic)
-        queues = self._store.topic(columns.topic).queues
+        self._store.topic(columns.topic)
         checked = check_columns(columns, self._max_body_bytes)
-        queue_id = next(self._turns.setdefault(columns.topic, itertools.count())) % queues
+        queue_id = self.take_turn(columns.topic)
         count = len(columns)
         stored = Appended([], [], {}, 0)
         if len(checked.rows):
@@ -132,6 +132,10 @@ class MessagingService(PullService):
             if row in stored.refused:
                 refused[index] = stored.refused[row]
         return Appended(queue_ids, offsets, refused, stored.new)
+
+    def take_turn(self, topic: str) -> int:
+        """The queue of an existing topic that takes its next table."""
+        return next(self._turns.setdefault(topic, itertools.count())) % self._store.topic(topic).queues
 
     def _written(self, rows: MessageRows, queue_id: int, stored: Appended, now_ms: int) -> None:
         """Tell ``on_written`` of ``rows`` if all were stored anew (so one after another)."""

@@ -161,14 +161,11 @@ class Appended:
 
 @dataclass(frozen=True)
 class Packed:
-    """``count`` consecutive messages of one queue, in the form the front end that serves them
-    packed them in (``broker.store.segments``)."""
+    """Messages of one queue up to offset ``end`` (exclusive), in the form the front end that
+    serves them packed them in (``broker.store.segments``)."""
 
     data: bytes
-    count: int
-
-    def __len__(self) -> int:
-        return self.count
+    end: int
 
 
 M = TypeVar("M", list[StoredMessage], QueueColumns, QueueColumns | Packed)
@@ -291,14 +288,27 @@ class EndResult:
 
 
 @dataclass(frozen=True)
+class OpenRange:
+    """Messages of an exactly-once batch stored at offsets ``[first_offset, end_offset)`` of one
+    queue, invisible until their batch commits; ``already_stored`` more were committed before
+    (their ids were), so not stored again."""
+
+    range_id: int
+    queue_id: int
+    first_offset: int
+    end_offset: int
+    already_stored: int
+
+
+@dataclass(frozen=True)
 class BatchEnd:
-    """What ending a two-phase batch did: ``already_committed`` when an earlier end had
-    committed it (nothing committed now); when each transaction it committed, and each it
-    rolled back, had its half message stored (ms)."""
+    """What ending an exactly-once batch did: ``already_committed`` when an earlier end had
+    committed it (nothing committed now); how many messages it made visible and how many it
+    deleted (its own ranges on a rollback, the group's earlier ranges left open)."""
 
     already_committed: bool
-    committed: Sequence[int]
-    rolled_back: Sequence[int]
+    committed: int
+    rolled_back: int
 
 
 def check_name(kind: str, value: str) -> str:

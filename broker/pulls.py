@@ -23,6 +23,16 @@ from broker.model import (
 from broker.store.reads import QueueReader
 
 
+def _next_offset(messages: list[StoredMessage] | QueueColumns | Packed, offset: int, high: int) -> int:
+    """Where the pull after one from ``offset`` that read ``messages`` starts: after the last
+    message read, or, when only gaps (offsets rolled back) lay below the queue's end, at the end."""
+    if isinstance(messages, Packed):
+        return messages.end
+    if not len(messages):
+        return max(offset, high)
+    return (messages.queue_offsets[-1] if isinstance(messages, QueueColumns) else messages[-1].queue_offset) + 1
+
+
 class PullService:
     """Read real topics' queues by offset; system topics are refused."""
 
@@ -53,20 +63,24 @@ class PullService:
             raise InvalidArgument(f"offset must be >= 0, got {offset}")
         if not 1 <= max_messages <= MAX_PULL:
             raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
-        messages, (low, high) = await self._reads.query(
-            lambda: (read(topic, queue_id, offset, max_messages, PULL_BYTES), self._reads.queue_range(topic, queue_id))
-        )  # one trip to a reader thread for both, the read first
-        # ``low`` is read after the messages, and retention deletes a queue's oldest messages only:
-        # a read from below it found nothing at ``offset``, or a segment that outlived the rows
-        # deleted from its front.
+        messages, (low, high) = await self._reads.query(self._read_with_range, read, topic, queue_id, offset,
+                                                        max_messages)  # fmt: skip
+        # Retention deletes a queue's oldest messages only, and ``low`` is where it stopped: a read
+        # from below it found nothing at ``offset``, or a segment that outlived the rows deleted
+        # from its front.
         if offset < low:
             raise OffsetOutOfRange(
                 f"offset {offset} of {topic}/{queue_id} is below the queue's low offset {low}: retention deleted"
                 f" those messages; pull from {low} on"
             )
-        # A read returns consecutive offsets, so the last is the first plus the count.
-        next_offset = offset + len(messages)
-        return PullBatch(messages=messages, next_offset=next_offset, min_offset=low, max_offset=high)
+        return PullBatch(messages, _next_offset(messages, offset, high), low, high)
+
+    def _read_with_range(
+        self, read: Callable[[str, int, int, int, int], M], topic: str, queue_id: int, offset: int, max_messages: int
+    ) -> tuple[M, tuple[int, int]]:
+        """The read and the queue's range as of one moment, on one reader thread."""
+        with self._reads.snapshot():
+            return read(topic, queue_id, offset, max_messages, PULL_BYTES), self._reads.queue_range(topic, queue_id)
 
     def topic(self, name: str) -> Topic:
         """A real topic. Raises InvalidArgument, HiddenTopic or TopicNotFound."""

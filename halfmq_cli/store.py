@@ -87,7 +87,8 @@ def export(data_dir: Path, topic: str, fmt: str, write: Callable[[str], object])
 def _export_rows(db: sqlite_utils.Database, topic: str) -> Iterator[dict[str, Any]]:
     for row in db.query(
         "SELECT queue_id, queue_offset, message_id, keys, tags, properties, body, born_timestamp, store_timestamp"
-        " FROM messages WHERE topic = ? ORDER BY queue_id, queue_offset",
+        " FROM messages m WHERE topic = ? AND queue_offset < COALESCE((SELECT MIN(first_offset) FROM open_ranges r"
+        " WHERE r.topic = m.topic AND r.queue_id = m.queue_id), 1 << 62) ORDER BY queue_id, queue_offset",
         [topic],
     ):
         body = row.pop("body")

@@ -16,6 +16,7 @@ from producer_sdk.errors import (
     StorageFull,
     TopicExists,
     TopicNotFound,
+    RangeNotOpen,
     TransactionNotFound,
     Unauthenticated,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "TopicExists",
     "TopicNotFound",
     "TransactionListener",
+    "RangeNotOpen",
     "TransactionNotFound",
     "TransactionProducer",
     "TransactionSendResult",

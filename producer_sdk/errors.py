@@ -10,7 +10,8 @@ Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matc
     │   └── MessageTooLarge      the body exceeds the broker's limit
     ├── NotFound
     │   ├── TopicNotFound
-    │   └── TransactionNotFound
+    │   ├── TransactionNotFound
+    │   └── RangeNotOpen         a batch's range was rolled back (timed out) or never prepared
     ├── HiddenTopic              a system topic was named
     ├── TopicExists              the topic exists with another queue count
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
@@ -74,6 +75,11 @@ class TransactionNotFound(NotFound):
     """Raised when the broker has no half message with the transaction id."""
 
 
+class RangeNotOpen(NotFound):
+    """Raised when a batch's commit names a range the broker no longer holds open: rolled back
+    after the batch timeout or by a later end of the group, or never prepared in that batch."""
+
+
 class HiddenTopic(HalfmqError):
     """Raised when a hidden system topic is named through a data API."""
 
@@ -113,6 +119,7 @@ _BY_CODE: dict[str, type[HalfmqError]] = {
     "NOT_FOUND": NotFound,
     "TOPIC_NOT_FOUND": TopicNotFound,
     "TRANSACTION_NOT_FOUND": TransactionNotFound,
+    "RANGE_NOT_OPEN": RangeNotOpen,
     "HIDDEN_TOPIC": HiddenTopic,
     "TOPIC_EXISTS": TopicExists,
     "PRODUCER_GROUP_MISMATCH": ProducerGroupMismatch,

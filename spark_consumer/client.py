@@ -1,5 +1,5 @@
 """A small blocking client for the Spark source and sink: queue ranges on the driver, pulls and
-two-phase batches on executors, batch ends on the driver.
+exactly-once batches' ranges on executors, batch ends on the driver.
 
 Plain gRPC, no background threads. The source's driver opens a client per call and closes it;
 the tasks of a Python worker share one client per broker (``shared_client``), as Spark reuses
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Self
@@ -101,26 +101,27 @@ class BrokerClient:
 
         return reply
 
-    def prepare_batch(self, producer_group: str, batch_id: int, messages: list[pb.Message]) -> list[str]:
-        """Store ``messages`` as half messages of the group's two-phase batch; their transaction
-        ids. Raises the SDK's error of the first refused message (the rest may be stored: they
-        stay pending until the group's next EndBatch rolls them back)."""
-        request = pb.PrepareBatchRequest(producer_group=producer_group, batch_id=batch_id, messages=messages)
-        reply: pb.PrepareBatchResponse = self._call(self._stub.PrepareBatch, request)
-        _raise_refused(reply.outcomes)
-        return [outcome.result.transaction_id for outcome in reply.outcomes]
+    def prepare_table(self, producer_group: str, batch_id: int, topic: str, table: pa.Table) -> list[int]:
+        """Store the rows of ``table`` as messages of ``topic`` in open ranges of the group's
+        batch (``Producer.send_table``'s columns, a few calls in flight); their range ids.
+        Raises the SDK's error of the first refused row (the ranges stored stay open until the
+        group's next EndBatch rolls them back)."""
+        requests = (
+            pb.PrepareColumnsRequest(producer_group=producer_group, batch_id=batch_id, topic=topic, messages=columns)
+            for columns, _ in table_calls(table)
+        )
+        return [reply.range_id for reply in self._pipelined(self._stub.PrepareColumns, requests) if reply.range_id]
 
     def end_batch(
-        self, producer_group: str, batch_id: int, transaction_ids: list[str], *, commit: bool
+        self, producer_group: str, batch_id: int, range_ids: list[int], *, commit: bool
     ) -> pb.EndBatchResponse:
-        """Commit ``transaction_ids`` as the group's batch (once: a recorded batch commits
-        nothing more), or abort it; either way what is pending of it and earlier batches is
-        rolled back."""
+        """Commit ``range_ids`` as the group's batch (once: a recorded batch commits nothing
+        more), or abort it; either way what is open of it and earlier batches is rolled back."""
         request = pb.EndBatchRequest(
             producer_group=producer_group,
             batch_id=batch_id,
             resolution=pb.COMMIT if commit else pb.ROLLBACK,
-            transaction_ids=transaction_ids if commit else [],
+            range_ids=range_ids if commit else [],
         )
         reply: pb.EndBatchResponse = self._call(self._stub.EndBatch, request)
         return reply
@@ -128,13 +129,19 @@ class BrokerClient:
     def send_table(self, topic: str, table: pa.Table) -> None:
         """Send the rows of ``table`` as plain messages of ``topic`` (``Producer.send_table``'s
         columns), a few calls in flight; raises the SDK's error of the first refused row."""
-        calls: deque[Callable[[], pb.SendColumnsResponse]] = deque()
-        for columns, _ in table_calls(table):
+        requests = (pb.SendColumnsRequest(topic=topic, messages=columns) for columns, _ in table_calls(table))
+        for reply in self._pipelined(self._stub.SendColumns, requests):
+            _raise_refused_row(reply)
+
+    def _pipelined(self, rpc: grpc.UnaryUnaryMultiCallable, requests: Iterable[object]) -> Iterator[Any]:
+        """The replies of ``rpc`` to ``requests`` in order, CALLS_IN_FLIGHT calls sent ahead."""
+        calls: deque[Callable[[], Any]] = deque()
+        for request in requests:
             if len(calls) == CALLS_IN_FLIGHT:
-                _raise_refused_row(calls.popleft()())
-            calls.append(self._ahead(self._stub.SendColumns, pb.SendColumnsRequest(topic=topic, messages=columns)))
+                yield calls.popleft()()
+            calls.append(self._ahead(rpc, request))
         while calls:
-            _raise_refused_row(calls.popleft()())
+            yield calls.popleft()()
 
     def _call(self, rpc: grpc.UnaryUnaryMultiCallable, request: object) -> Any:
         try:
@@ -170,13 +177,6 @@ def _raise_refused_row(reply: pb.SendColumnsResponse) -> None:
         refusal = reply.refused[0]
         error = from_item_error(refusal.error)
         raise type(error)(f"row {refusal.index} of a call: {error}", status=error.status)
-
-
-def _raise_refused(outcomes: Any) -> None:
-    """Raise the SDK's error for the first refused item of a batch reply."""
-    for outcome in outcomes:
-        if outcome.HasField("error"):
-            raise from_item_error(outcome.error)
 
 
 _shared: dict[tuple[int, Connection], BrokerClient] = {}

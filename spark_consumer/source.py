@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -91,6 +92,10 @@ def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
             offset = broker.ranges((part.topic,))[part.topic][part.queue_id][0]
             pending = pull(offset)
             continue
+        if not reply.count and reply.next_offset > offset:  # only offsets rolled back lay there
+            offset = reply.next_offset
+            pending = pull(offset)
+            continue
         if not reply.count:
             if part.fail_on_data_loss:
                 raise off.DataLoss(
@@ -98,10 +103,11 @@ def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
                     f" {reply.max_offset})); was the broker's store replaced? Set failOnDataLoss=false to skip it"
                 )
             return
-        in_slice = min(reply.count, part.end - offset)  # a reply's offsets are consecutive from ``offset``
-        offset += in_slice
+        batch = record_batch(part.topic, part.queue_id, reply)
+        offset = reply.next_offset
         pending = pull(offset)
-        yield record_batch(part.topic, part.queue_id, reply).slice(0, in_slice)
+        # Offsets rolled back are gaps, so a reply may hold messages past the slice's end.
+        yield batch if offset <= part.end else batch.filter(pc.less(batch["queue_offset"], part.end))
 
 
 class HalfmqBatchReader(DataSourceReader):

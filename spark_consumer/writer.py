@@ -1,22 +1,25 @@
-"""The ``halfmq`` sink: Spark publishes rows to a topic exactly once, by two-phase commit on half
-messages.
+"""The ``halfmq`` sink: Spark publishes rows to a topic exactly once, by two-phase commit of
+open ranges.
 
     df.writeStream.format("halfmq").option("broker", "127.0.0.1:10911").option("topic", "events")
         .option("checkpointLocation", "...").start()
 
-Spark's writer protocol maps onto halfmq's half messages as Flink's two-phase-commit sink maps
-onto Kafka transactions:
-- **prepare**: each task stores its rows as half messages of the producer group
-  ``spark-<query id>`` (the query id lives in the checkpoint), tagged with the micro-batch's id,
-  and returns their transaction ids in its commit message;
-- **commit**: the driver ends the batch with one ``EndBatch(COMMIT)``. The broker commits those
-  transactions and records the batch as committed, in one store transaction. A batch already
-  recorded commits nothing more: a batch Spark replays after a crash between the sink's commit
-  and its own commit log is recognised, and the replay's half messages are rolled back;
-- **abort**: ``EndBatch(ROLLBACK)`` rolls back what is pending of the batch.
-Every ``EndBatch`` also rolls back what is still pending of the group's earlier or same batches
+Spark's writer protocol maps onto halfmq's batches as Flink's two-phase-commit sink maps onto
+Kafka transactions:
+- **prepare**: each task sends its rows as columns (``PrepareColumns``: each call's rows to one
+  queue, at their final offsets, invisible) in open ranges of the producer group
+  ``spark-<query id>`` (the query id lives in the checkpoint) and the micro-batch's id, and
+  returns the range ids in its commit message;
+- **commit**: the driver ends the batch with one ``EndBatch(COMMIT)``. The broker closes those
+  ranges (their messages become visible; nothing is copied) and records the batch as committed,
+  in one store transaction. A batch already recorded commits nothing more: a batch Spark
+  replays after a crash between the sink's commit and its own commit log is recognised, and the
+  replay's ranges are rolled back;
+- **abort**: ``EndBatch(ROLLBACK)`` rolls back what is open of the batch.
+Every ``EndBatch`` also rolls back what is still open of the group's earlier or same batches
 (task attempts that failed, a crashed run's prepared batch), so the restarted query's first
-commit recovers what its dead predecessor left, as Flink's sink does when it restores.
+commit recovers what its dead predecessor left, as Flink's sink does when it restores; a batch
+never ended is rolled back by the broker after its batch timeout.
 
 With ``deliveryGuarantee=at-least-once``, tasks send plain messages as columns (``SendColumns``:
 each call's rows to one queue) and commit does nothing, as Spark's Kafka sink does: a replayed
@@ -36,16 +39,12 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from halfmq_proto.v1 import halfmq_pb2 as pb
-from producer_sdk.message import new_message_id
 from spark_consumer.client import Connection, shared_client
 from spark_consumer.options import BROKER, OptionError, read_ca
 
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly-once", "at-least-once"
 # Spark sets these local properties for every task of a micro-batch.
 QUERY_ID, BATCH_ID = "sql.streaming.queryId", "streaming.sql.batchId"
-MAX_ITEMS = 1024  # per PrepareBatch call: the broker's batch limit
-MAX_BYTES = 4 * 1024 * 1024  # per call, so that a call stays far below gRPC's 64 MiB
 _OPTIONS = ("broker", "topic", "tlsCaFile", "token", "deliveryGuarantee")
 _SPARKS = {"path", "checkpointlocation"}  # options Spark itself passes to a sink
 _TOPIC = re.compile(r"[A-Za-z0-9_\-%|]{1,127}")
@@ -106,59 +105,25 @@ def _check_schema(schema: StructType, *, topic_column: bool) -> None:
 
 @dataclass(frozen=True)
 class Prepared(WriterCommitMessage):
-    """What one task did: its half messages' transaction ids (none in at-least-once mode)."""
+    """What one task did: the open ranges it stored (none in at-least-once mode)."""
 
     producer_group: str
-    transaction_ids: tuple[str, ...]
-
-
-def to_messages(batch: pa.RecordBatch, topic: str | None) -> Iterator[pb.Message]:
-    """The rows of an Arrow batch as messages, a column at a time."""
-    columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-    topics = columns.get("topic") if topic is None else None
-    keys, tags = columns.get("keys"), columns.get("tags")
-    properties, ids = columns.get("properties"), columns.get("message_id")
-    for i, body in enumerate(columns["body"]):
-        row_keys = keys[i] if keys is not None else None
-        yield pb.Message(
-            topic=topic if topics is None else topics[i],
-            body=body.encode() if isinstance(body, str) else body or b"",
-            keys=[row_keys] if isinstance(row_keys, str) else row_keys or [],
-            tags=(tags[i] if tags is not None else None) or "",
-            properties=dict(properties[i] or ()) if properties is not None else {},
-            message_id=(ids[i] if ids is not None else None) or new_message_id(),
-        )
-
-
-def chunks(items: Iterator[pb.Message]) -> Iterator[list[pb.Message]]:
-    """Messages in calls of at most MAX_ITEMS and about MAX_BYTES (at least one message each)."""
-    chunk: list[pb.Message] = []
-    size = 0
-    for item in items:
-        item_size = item.ByteSize()
-        if chunk and (len(chunk) == MAX_ITEMS or size + item_size > MAX_BYTES):
-            yield chunk
-            chunk, size = [], 0
-        chunk.append(item)
-        size += item_size
-    if chunk:
-        yield chunk
+    range_ids: tuple[int, ...]
 
 
 def publish(options: SinkOptions, batches: Iterator[pa.RecordBatch], producer_group: str, batch_id: int) -> Prepared:
-    """Write a task's rows: half messages of ``producer_group``'s batch ``batch_id`` (exactly
-    once) or plain messages (at least once). Raises the SDK's error for a refused row, which
-    fails the task."""
+    """Write a task's rows: open ranges of ``producer_group``'s batch ``batch_id`` (exactly once)
+    or plain messages (at least once). Raises the SDK's error for a refused row, which fails the
+    task."""
     client = shared_client(options.connection)
-    if not options.exactly_once:
-        for batch in batches:
-            for topic, rows in by_topic(batch, options.topic):
+    ranges: list[int] = []
+    for batch in batches:
+        for topic, rows in by_topic(batch, options.topic):
+            if options.exactly_once:
+                ranges += client.prepare_table(producer_group, batch_id, topic, rows)
+            else:
                 client.send_table(topic, rows)
-        return Prepared(producer_group, ())
-    prepared: list[str] = []
-    for chunk in chunks(m for batch in batches for m in to_messages(batch, options.topic)):
-        prepared += client.prepare_batch(producer_group, batch_id, chunk)
-    return Prepared(producer_group, tuple(prepared))
+    return Prepared(producer_group, tuple(ranges))
 
 
 def by_topic(batch: pa.RecordBatch, topic: str | None) -> Iterator[tuple[str, pa.Table]]:
@@ -180,8 +145,8 @@ def end(options: SinkOptions, messages: Sequence[WriterCommitMessage | None], ba
     done = [m for m in messages if isinstance(m, Prepared)]
     if not options.exactly_once or not done:
         return  # nothing prepared that this driver knows of: the next EndBatch of the group rolls it back
-    ids = [transaction_id for m in done for transaction_id in m.transaction_ids]
-    shared_client(options.connection).end_batch(done[0].producer_group, batch_id, ids, commit=commit)
+    ranges = [range_id for m in done for range_id in m.range_ids]
+    shared_client(options.connection).end_batch(done[0].producer_group, batch_id, ranges, commit=commit)
 
 
 class HalfmqStreamWriter(DataSourceStreamArrowWriter):

@@ -14,6 +14,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from broker.store import DB_FILE
@@ -27,6 +28,7 @@ from producer_sdk import (
     TransactionProducer,
     TransactionState,
 )
+from spark_consumer.client import BrokerClient, Connection
 from tests.processes import BrokerProcess
 from tests.support import wait_until
 
@@ -199,3 +201,65 @@ def test_a_broker_killed_repeatedly_under_load_loses_and_duplicates_nothing(brok
     max_checks = query(data_dir, "SELECT MAX(check_times) FROM transactions")[0][0]
     assert max_checks <= 5
     assert len(acknowledged) + len(failed) == total
+
+
+@pytest.mark.slow
+def test_a_broker_killed_during_exactly_once_batches_loses_and_duplicates_nothing(broker_process):
+    """The Spark sink's protocol from one client, as a query restarted after each failure does
+    it: prepare a batch's tables as open ranges, end it; on any failure, prepare the whole batch
+    again (fresh message ids) and end it again. The broker is SIGKILLed meanwhile, in prepares
+    and in ends alike."""
+    tables, rows, kills = 3, 300, 5
+    group = "spark-crash"
+    killed = threading.Event()
+    retried: list[int] = []
+
+    def killer() -> None:
+        rng = random.Random(11)
+        for _ in range(kills):
+            time.sleep(rng.uniform(0.3, 0.9))
+            broker_process.kill()
+            broker_process.start()
+        killed.set()
+
+    def batch_tables(batch: int) -> list[pa.Table]:
+        return [pa.table({"body": [f"b{batch}-t{t}-r{r}".encode() for r in range(rows)]}) for t in range(tables)]
+
+    kill_thread = threading.Thread(target=killer)
+    kill_thread.start()
+    batches = 0
+    try:
+        with BrokerClient(Connection(broker_process.address), timeout=30) as client:
+            while not killed.is_set():  # batches until the last kill, then one more
+                batch, batches = batches, batches + 1
+                while True:
+                    try:
+                        ranges = [
+                            r
+                            for table in batch_tables(batch)
+                            for r in client.prepare_table(group, batch, "orders", table)
+                        ]
+                        client.end_batch(group, batch, ranges, commit=True)
+                        break
+                    except HalfmqError:
+                        retried.append(batch)
+    finally:
+        kill_thread.join()
+    restarts = broker_process.log.read_text().count("serving gRPC")
+    print(f"{batches} batches, {restarts - 1} SIGKILLs, batches retried: {retried}")
+    assert restarts - 1 == kills and retried, "the broker was not killed during the batches"
+    data_dir = broker_process.data_dir
+    with PullConsumer(group="check", broker=broker_process.address) as consumer:
+        published: Counter[bytes] = Counter()
+        for queue, (low, high) in consumer.queue_offsets("orders").items():
+            offset = low
+            while offset < high:
+                pulled = consumer.pull("orders", queue_id=queue, offset=offset, max_messages=1024)
+                published.update(m.body for m in pulled.messages)
+                offset = pulled.next_offset
+    expected = Counter(body for b in range(batches) for table in batch_tables(b) for body in table["body"].to_pylist())
+    assert published == expected, "every row of every batch once"
+    assert query(data_dir, "SELECT COUNT(*) FROM open_ranges") == [(0,)]
+    assert query(data_dir, "SELECT COUNT(*), SUM(messages) FROM committed_batches") == [
+        (batches, batches * tables * rows)
+    ]

@@ -9,11 +9,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlite_utils
 
 from broker.errors import StorageFailure
 from broker.model import HALF_TOPIC, OP_TOPIC, SYSTEM_PROPERTIES, Message, Resolution
 from broker.store import Store
 from broker.store.base import DB_FILE
+from broker.store.migrate import MIGRATIONS
 from broker.store.schema import VERSION
 from producer_sdk import PullConsumer
 from tests.support import BrokerThread, broker_settings, store_snapshot
@@ -49,15 +51,16 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
         # v4: no transaction belongs to a two-phase batch, and no batch was committed.
         # v5: each half message is in its transaction's row, with the producer's properties only;
         # each op record is in the op log; both logs' next offsets are kept as floors.
+        # v6: no batch column (batches are open ranges), and none is open.
         topics = [(*row, None) for row in before.pop("topics")]
         logs = {HALF_TOPIC: [], OP_TOPIC: []}
         for row in before["messages"]:
             logs.get(row[1], []).append(row)
         halves = {row[3]: row for row in logs[HALF_TOPIC]}
-        transactions = [(*row, None, *halves[row[1]][6:8], user_properties(halves[row[1]][8]), *halves[row[1]][9:11])
+        transactions = [(*row, *halves[row[1]][6:8], user_properties(halves[row[1]][8]), *halves[row[1]][9:11])
                         for row in before.pop("transactions")]  # fmt: skip
         after = store_snapshot(v1_dir)
-        after["transactions"] = [(*row[:16], user_properties(row[16]), *row[17:]) for row in after["transactions"]]
+        after["transactions"] = [(*row[:15], user_properties(row[15]), *row[16:]) for row in after["transactions"]]
         assert after == {
             **before,
             "messages": [row for row in before["messages"] if row[1] not in logs],
@@ -66,6 +69,7 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
             "transactions": sorted(transactions, key=repr),
             "op_log": sorted([(r[3], int(r[9]), r[11]) for r in logs[OP_TOPIC]], key=repr),
             "committed_batches": [],
+            "open_ranges": [],
             "segments.db:segments": [],  # the broker's packer finds no queue with a whole segment
         }
         assert len(logs[HALF_TOPIC]) == 4 and len(logs[OP_TOPIC]) == 2
@@ -94,3 +98,25 @@ def test_a_new_store_starts_at_the_current_version_and_a_newer_one_is_refused(tm
         conn.execute(f"PRAGMA user_version = {VERSION + 1}")
     with pytest.raises(StorageFailure, match="newer"):
         Store(tmp_path / "new")
+
+
+def test_v6_rolls_back_the_half_messages_of_batches_still_pending_and_drops_their_column(v1_dir):
+    conn = sqlite3.connect(v1_dir / DB_FILE, isolation_level=None)
+    db = sqlite_utils.Database(conn)
+    for target in range(2, 6):  # the store as v5 left it
+        MIGRATIONS[target](db)
+        conn.execute(f"PRAGMA user_version = {target}")
+    pending = [txid for (txid,) in conn.execute("SELECT transaction_id FROM transactions WHERE state = 'PENDING'")]
+    conn.execute("UPDATE transactions SET batch_id = 0 WHERE transaction_id = ?", (pending[0],))
+    (ops,) = conn.execute("SELECT COUNT(*) FROM op_log").fetchone()
+    conn.close()
+    store = Store(v1_dir)
+    try:
+        assert store.transaction(pending[0]).state.value == "ROLLED_BACK", "its query prepares the batch again"
+        assert store.transaction(pending[1]).state.value == "PENDING", "a plain half message waits for its check"
+    finally:
+        store.close()
+    with sqlite3.connect(v1_dir / DB_FILE) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM op_log").fetchone() == (ops + 1,)
+        assert "batch_id" not in {row[1] for row in conn.execute("PRAGMA table_info(transactions)")}
+        assert "messages" in {row[1] for row in conn.execute("PRAGMA table_info(committed_batches)")}

@@ -23,7 +23,7 @@ from pyspark.sql import functions
 
 from broker.errors import HiddenTopic
 from broker.grpc_api.convert import columns_to_pb, segment_to_pb
-from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, PullBatch, Topic
+from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, Packed, PullBatch, Topic
 from broker.packer import INTERVAL
 from broker.store import Store
 from broker.store.segments import SEGMENTS_FILE
@@ -205,7 +205,7 @@ def test_segments_cut_by_the_byte_budget_hold_what_a_pull_within_the_budget_retu
         for _, first, count in made:
             packed = store.read_packed("t", 0, first, MAX_PULL, PULL_BYTES)
             columns = store.read_columns("t", 0, first, MAX_PULL, PULL_BYTES)
-            assert len(packed) == len(columns) == count
+            assert isinstance(packed, Packed) and packed.end == first + count == first + len(columns)
             assert sum(map(len, columns.bodies)) <= PULL_BYTES
             assert packed.data == columns_to_pb(PullBatch(columns, first + count, 0, 0)).SerializeToString()
             assert len(store.read_packed("t", 0, first, count - 1, PULL_BYTES)) == count - 1  # fewer: rows

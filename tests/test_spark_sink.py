@@ -60,20 +60,22 @@ def published(broker: BrokerProcess) -> Counter[bytes]:
     return bodies
 
 
-def sink_transactions(broker: BrokerProcess) -> dict[tuple[int, str], int]:
-    """(batch id, state) -> how many of the sink's transactions."""
+def committed_batches(broker: BrokerProcess) -> dict[int, int]:
+    """batch id -> messages committed, by the sink's batch markers."""
     with sqlite3.connect(broker.data_dir / DB_FILE) as conn:
-        rows = conn.execute(
-            "SELECT batch_id, state, COUNT(*) FROM transactions WHERE producer_group LIKE 'spark-%' GROUP BY 1, 2"
-        ).fetchall()
-    return {(batch, state): count for batch, state, count in rows}
+        return dict(conn.execute("SELECT batch_id, messages FROM committed_batches WHERE producer_group LIKE 'spark%'"))
 
 
-def states(broker: BrokerProcess) -> Counter[str]:
-    totals: Counter[str] = Counter()
-    for (_, state), count in sink_transactions(broker).items():
-        totals[state] += count
-    return totals
+def still_open(broker: BrokerProcess) -> dict[int, int]:
+    """batch id -> messages prepared and neither committed nor rolled back."""
+    with sqlite3.connect(broker.data_dir / DB_FILE) as conn:
+        return dict(conn.execute("SELECT batch_id, SUM(end_offset - first_offset) FROM open_ranges GROUP BY 1"))
+
+
+def offsets_taken(broker: BrokerProcess) -> int:
+    """Offsets handed out in topic ``output``: messages committed, and rolled back (gaps)."""
+    with PullConsumer(group="check", broker=broker.address) as consumer:
+        return sum(high for _, high in consumer.queue_offsets("output").values())
 
 
 EVERY_ROW_ONCE = Counter({b"row-%d" % i: 1 for i in range(ROWS)})
@@ -87,7 +89,7 @@ def test_three_micro_batches_are_published_once_each_and_none_is_visible_before_
         "0 before 0", "0 after 10", "1 before 10", "1 after 20", "2 before 20", "2 after 30",
     ]  # fmt: skip
     assert published(pipeline) == EVERY_ROW_ONCE
-    assert states(pipeline) == {"COMMITTED": ROWS}
+    assert committed_batches(pipeline) == {0: 10, 1: 10, 2: 10} and still_open(pipeline) == {}
     # A read-committed consumer downstream, the halfmq source, ingests the same rows once.
     rows = batch_reader(spark, pipeline.address, topics="output").select("body", "keys").collect()
     assert Counter(bytes(r.body) for r in rows) == EVERY_ROW_ONCE
@@ -96,7 +98,7 @@ def test_three_micro_batches_are_published_once_each_and_none_is_visible_before_
 
 @pytest.mark.parametrize("marker", [True, False], ids=["with-marker", "without-marker"])
 def test_a_driver_killed_after_the_sink_committed_replays_the_batch_without_a_duplicate(pipeline, tmp_path, marker):
-    flags = () if marker else ("--no-marker",)
+    flags = () if marker else ("--group-per-run",)
     crashed = run_job(pipeline, tmp_path, "--crash", "after-commit", "--crash-batch", "1", *flags)
     assert crashed.returncode == -9, crashed.stderr[-3000:]
     assert sum(published(pipeline).values()) == 20, "batches 0 and 1 were committed before the kill"
@@ -106,34 +108,32 @@ def test_a_driver_killed_after_the_sink_committed_replays_the_batch_without_a_du
     copies = published(pipeline)
     if marker:
         assert copies == EVERY_ROW_ONCE
-        assert sink_transactions(pipeline)[(1, "ROLLED_BACK")] == 10, "the replay's half messages were rolled back"
-        assert "PENDING" not in states(pipeline)
+        assert committed_batches(pipeline) == {0: 10, 1: 10, 2: 10} and still_open(pipeline) == {}
+        assert offsets_taken(pipeline) == ROWS + 10, "the replay's 10 rows took offsets, then were rolled back"
     else:  # the same test without the marker shows the duplicate it prevents
         assert sorted(copies.values()) == [1] * 20 + [2] * 10
 
 
-def test_a_driver_killed_before_the_commit_leaves_half_messages_that_the_restart_rolls_back(pipeline, tmp_path):
+def test_a_driver_killed_before_the_commit_leaves_an_open_batch_that_the_restart_rolls_back(pipeline, tmp_path):
     crashed = run_job(pipeline, tmp_path, "--crash", "before-commit", "--crash-batch", "1")
     assert crashed.returncode == -9, crashed.stderr[-3000:]
     assert sum(published(pipeline).values()) == 10
-    assert sink_transactions(pipeline)[(1, "PENDING")] == 10, "batch 1 was prepared, never committed"
+    assert still_open(pipeline) == {1: 10}, "batch 1 was prepared, never committed"
 
     finished = run_job(pipeline, tmp_path)
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert published(pipeline) == EVERY_ROW_ONCE
-    transactions = sink_transactions(pipeline)
-    assert transactions[(1, "ROLLED_BACK")] == 10 and transactions[(1, "COMMITTED")] == 10
-    assert "PENDING" not in states(pipeline)
+    assert committed_batches(pipeline) == {0: 10, 1: 10, 2: 10} and still_open(pipeline) == {}
+    assert offsets_taken(pipeline) == ROWS + 10, "the dead run's batch 1 took offsets, then was rolled back"
 
 
-def test_a_failed_task_attempt_leaves_no_stray_half_message_committed(pipeline, tmp_path):
+def test_a_failed_task_attempt_leaves_no_stray_message_committed(pipeline, tmp_path):
     done = run_job(pipeline, tmp_path, "--fail-first-attempt")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "injected failure" in done.stderr, "the first attempt really failed"
     assert published(pipeline) == EVERY_ROW_ONCE
-    transactions = sink_transactions(pipeline)
-    assert transactions.get((0, "ROLLED_BACK"), 0) > 0, "the failed attempt's rows were prepared, then rolled back"
-    assert states(pipeline)["COMMITTED"] == ROWS and "PENDING" not in states(pipeline)
+    assert offsets_taken(pipeline) > ROWS, "the failed attempt's rows were prepared, then rolled back"
+    assert sum(committed_batches(pipeline).values()) == ROWS and still_open(pipeline) == {}
 
 
 @pytest.mark.parametrize(
@@ -166,5 +166,7 @@ def test_a_batch_write_publishes_once_and_at_least_once_sends_plain_messages(spa
     ).save()
     stored = topic_rows(broker.broker.settings.data_dir, "orders")
     assert Counter(body for *_, body in stored) == Counter({b"m-%d" % i: 2 for i in range(40)})
-    transactions = broker.broker.store.list_transactions(None, 100, 0)[0]
-    assert len(transactions) == 40 and {t.state.value for t in transactions} == {"COMMITTED"}, "only the first used 2PC"
+    markers = store_snapshot(broker.broker.settings.data_dir)["committed_batches"]
+    assert [(group.startswith("spark-write-"), batch, messages) for group, batch, _, messages in markers] == [
+        (True, 0, 40)
+    ], "only the first used two-phase commit"

@@ -11,7 +11,6 @@ import pyarrow as pa
 import pytest
 
 from broker.model import HALF_TOPIC
-from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk import LocalTransactionState, Message, Producer, TransactionProducer
 from producer_sdk.errors import BrokerUnavailable
 from spark_consumer.client import BrokerClient, Connection
@@ -233,9 +232,9 @@ def test_a_broker_with_an_auth_token_is_read_with_the_token_option(spark, tmp_pa
     "call",
     [
         lambda client: client.ranges(("orders",)),  # the source's driver
-        lambda client: client.prepare_batch("spark-q", 0, [pb.Message(topic="orders", body=b"x")]),  # the sink's tasks
+        lambda client: client.prepare_table("spark-q", 0, "orders", pa.table({"body": [b"x"]})),  # the sink's tasks
         lambda client: client.send_table("orders", pa.table({"body": [b"x"]})),  # the at-least-once sink
-        lambda client: client.end_batch("spark-q", 0, ["0" * 32], commit=True),  # the sink's commit
+        lambda client: client.end_batch("spark-q", 0, [1], commit=True),  # the sink's commit
     ],
     ids=["source", "sink-prepare", "sink-send", "sink-commit"],
 )

@@ -20,7 +20,7 @@ _FAULTS: dict[str, tuple[str, bool, Callable[[Any], int]]] = {
     "EndTransactions": ("drop_end_transactions", False, lambda request: len(request.items)),
     "SendHalfMessage": ("lose_half_acks", True, lambda request: 1),
     "SendHalfMessages": ("lose_half_acks", True, lambda request: len(request.items)),
-    "PrepareBatch": ("lose_half_acks", True, lambda request: len(request.messages)),
+    "PrepareColumns": ("lose_half_acks", True, lambda request: request.messages.count),
     "EndBatch": ("drop_end_transactions", False, lambda request: 1),
 }
 

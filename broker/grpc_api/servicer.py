@@ -7,6 +7,7 @@ from typing import Any
 
 import grpc
 
+from broker.batches import BatchService
 from broker.controls import Faults
 from broker.errors import HalfmqError, InvalidArgument
 from broker.grpc_api.convert import (
@@ -68,6 +69,7 @@ class BrokerServicer(PullServicer):
         self,
         messaging: MessagingService,
         transactions: TransactionService,
+        batches: BatchService,
         registry: ProducerRegistry,
         *,
         check_timeout: float,
@@ -79,6 +81,7 @@ class BrokerServicer(PullServicer):
         super().__init__(messaging, pull_ports=pull_ports)
         self._messaging = messaging
         self._transactions = transactions
+        self._batches = batches
         self._registry = registry
         self._check_timeout = check_timeout
         self._faults = faults
@@ -139,25 +142,25 @@ class BrokerServicer(PullServicer):
         return pb.EndTransactionsResponse(outcomes=item_outcomes(results, pb.EndTransactionOutcome, end_to_pb))
 
     @translate_errors
-    async def PrepareBatch(self, request: pb.PrepareBatchRequest, context: Any) -> pb.PrepareBatchResponse:
-        check_batch(request.messages)
-        results = await self._transactions.prepare_many(
-            [(message_from_pb(m), request.producer_group) for m in request.messages], batch_id=request.batch_id
+    async def PrepareColumns(self, request: pb.PrepareColumnsRequest, context: Any) -> pb.PrepareColumnsResponse:
+        prepared = await self._batches.prepare(
+            request.producer_group, request.batch_id, columns_from_pb(request.topic, request.messages)
         )
-        return pb.PrepareBatchResponse(outcomes=item_outcomes(results, pb.SendHalfMessageOutcome, half_to_pb))
+        return pb.PrepareColumnsResponse(
+            range_id=prepared.range_id,
+            queue_id=prepared.queue_id,
+            first_offset=prepared.first_offset,
+            end_offset=prepared.end_offset,
+            already_stored=prepared.already_stored,
+        )
 
     @translate_errors
     async def EndBatch(self, request: pb.EndBatchRequest, context: Any) -> pb.EndBatchResponse:
-        ended = await self._transactions.end_batch(
-            request.producer_group,
-            request.batch_id,
-            resolution_from_pb(request.resolution),
-            list(request.transaction_ids),
+        ended = await self._batches.end(
+            request.producer_group, request.batch_id, resolution_from_pb(request.resolution), list(request.range_ids)
         )
         return pb.EndBatchResponse(
-            already_committed=ended.already_committed,
-            committed=len(ended.committed),
-            rolled_back=len(ended.rolled_back),
+            already_committed=ended.already_committed, committed=ended.committed, rolled_back=ended.rolled_back
         )
 
     async def _end_many(

@@ -18,6 +18,7 @@ _STATUS: dict[type[errors.HalfmqError], grpc.StatusCode] = {
     errors.NotFound: grpc.StatusCode.NOT_FOUND,
     errors.TopicNotFound: grpc.StatusCode.NOT_FOUND,
     errors.TransactionNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.RangeNotOpen: grpc.StatusCode.NOT_FOUND,
     errors.HiddenTopic: grpc.StatusCode.PERMISSION_DENIED,
     errors.TopicExists: grpc.StatusCode.ALREADY_EXISTS,
     errors.ProducerGroupMismatch: grpc.StatusCode.PERMISSION_DENIED,

@@ -1,9 +1,12 @@
-"""Two-phase batches (the Spark sink): a producer group's half messages tagged with a batch id,
-ended together, each batch committed at most once.
+"""Exactly-once batches (the Spark sink): a producer group's messages stored where they will stay,
+in open ranges, made visible together when their batch commits, deleted when it rolls back; each
+batch committed at most once.
 
-A batch's marker (``committed_batches``) is written in the same SQLite transaction as its
-commits, so a batch is committed with its marker or not at all, and a replay of it, after a
-crash between the broker's commit and the client's own record of it, finds the marker.
+Kafka's log with transaction markers: a prepared run of messages takes its final offsets in one
+queue at once, and readers of the queue stop at its first open range (the last stable offset).
+A commit deletes range rows and writes the batch's marker (``committed_batches``), in one SQLite
+transaction: no message is copied or rewritten. The marker lets a replay of the batch, after a
+crash between the broker's commit and the client's own record of it, find it committed.
 """
 
 from __future__ import annotations
@@ -11,103 +14,122 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from broker.errors import HalfmqError
-from broker.model import OP_TOPIC, BatchEnd, EndResult, Source, TransactionState
-from broker.store.sql import COPY_PLAN, copy_planned
-from broker.store.transactions import TransactionStore
-
-# The transactions to commit (``temp.ending``), as ``h``; those still pending.
-_ENDING = "FROM transactions h JOIN temp.ending e USING (transaction_id)"
-_ENDING_PENDING = f"{_ENDING} WHERE h.state = 'PENDING'"
-# The first transaction to commit that cannot be: unknown, another group's, or resolved otherwise.
-_FIRST_REFUSED = (
-    "SELECT e.transaction_id FROM temp.ending e LEFT JOIN transactions t USING (transaction_id)"
-    " WHERE t.transaction_id IS NULL OR t.producer_group != ? OR t.state NOT IN ('PENDING', 'COMMITTED')"
-    " ORDER BY e.rowid LIMIT 1"
-)
-# Through the pending-by-group partial index: what a group still has pending, a batch or below.
-_PENDING_UP_TO = (
-    "SELECT transaction_id FROM transactions INDEXED BY transactions_pending_group"
-    " WHERE producer_group = ? AND state = 'PENDING' AND batch_id <= ?"
-)
+from broker.errors import MessageIdInUse, RangeNotOpen
+from broker.model import BatchEnd, MessageRows, OpenRange
+from broker.store.logs import LogStore
+from broker.store.sql import IN_CHUNK, OPEN_HOLDING, rows_in
 
 
-class BatchStore(TransactionStore):
-    """Ends two-phase batches."""
+def roll_back_ranges(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
+    """Delete the open ranges ``WHERE`` picks and their messages; return how many messages.
+    Their offsets are not handed out again while the broker runs; a rolled-back range at a
+    queue's tail may be after a restart, as no reader ever passed it."""
+    ranges = conn.execute(
+        f"SELECT range_id, topic, queue_id, first_offset, end_offset FROM open_ranges WHERE {where}", params
+    ).fetchall()
+    deleted = 0
+    for _, topic, queue_id, first, end in ranges:
+        deleted += conn.execute(
+            "DELETE FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ? AND queue_offset < ?",
+            (topic, queue_id, first, end),
+        ).rowcount
+    conn.executemany("DELETE FROM open_ranges WHERE range_id = ?", [(range_id,) for range_id, *_ in ranges])
+    return deleted
+
+
+class BatchStore(LogStore):
+    """Prepares and ends exactly-once batches."""
+
+    async def prepare_range(
+        self, producer_group: str, batch_id: int, rows: MessageRows, queue_id: int, now_ms: int
+    ) -> OpenRange:
+        """Store ``rows`` (one topic) in queue ``queue_id`` as an open range of the group's batch,
+        all or none. A message id committed before in the topic is not stored again (a replay
+        of a committed batch stores nothing). A message id in an open range of the group at this
+        batch or below rolls that range back first (an earlier attempt at the batch, which can
+        no longer commit). Raises MessageIdInUse, naming the row, for a message id of a half
+        message or of another group's or a later batch's open range; nothing is written then."""
+
+        def work(conn: sqlite3.Connection) -> OpenRange:
+            topic = rows.topics[0]
+            earlier = []
+            for message_id, range_id, group, batch in rows_in(conn, OPEN_HOLDING, rows.message_ids, topic):
+                if group != producer_group or batch > batch_id:
+                    row = rows.message_ids.index(message_id)
+                    raise MessageIdInUse(
+                        f"row {row}: message id {message_id!r} is in open range {range_id} of batch {batch} of"
+                        f" producer group {group!r}"
+                    )
+                earlier.append(range_id)
+            if earlier:
+                roll_back_ranges(conn, f"range_id IN ({', '.join('?' * len(earlier))})", earlier)
+            first = self._tails.next(topic, queue_id)  # new messages take the offsets from here in a row
+            appended = self._append_rows(conn, rows, [queue_id] * len(rows), now_ms)
+            for row, refusal in sorted(appended.refused.items())[:1]:
+                raise type(refusal)(f"row {row}: {refusal}")
+            if not appended.new:
+                return OpenRange(0, queue_id, first, first, len(rows))
+            end = first + appended.new
+            cursor = conn.execute(
+                "INSERT INTO open_ranges (producer_group, batch_id, topic, queue_id, first_offset, end_offset,"
+                " opened_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (producer_group, batch_id, topic, queue_id, first, end, now_ms),
+            )
+            return OpenRange(int(cursor.lastrowid or 0), queue_id, first, end, len(rows) - appended.new)
+
+        return await self._writer.run(work)
 
     async def end_batch(
-        self, producer_group: str, batch_id: int, commit: Sequence[str] | None, now_ms: int
+        self, producer_group: str, batch_id: int, commit: Sequence[int] | None, now_ms: int
     ) -> BatchEnd:
-        """Commit the transactions in ``commit`` and record the batch as committed, unless it
-        was already; with ``commit=None``, commit nothing (an abort). Either way, roll back what
-        the group still has pending at ``batch_id`` or below. One SQLite transaction.
+        """Commit the open ranges ``commit`` and record the batch as committed, unless it was
+        already; with ``commit=None``, commit nothing (an abort). Either way, roll back what the
+        group still has open at ``batch_id`` or below. One SQLite transaction.
 
-        Raises TransactionNotFound, ProducerGroupMismatch or ResolutionConflict for a transaction
-        to commit that is unknown, another group's, or already rolled back; nothing is written then.
-        """
+        Raises RangeNotOpen for a range to commit that is not open in this batch of this group
+        (when the batch was not committed before); nothing is written then."""
 
         def work(conn: sqlite3.Connection) -> BatchEnd:
             recorded = conn.execute(
                 "SELECT 1 FROM committed_batches WHERE producer_group = ? AND batch_id = ?", (producer_group, batch_id)
             ).fetchone()
-            committed: list[int] = []
+            committed = 0
             if commit is not None and recorded is None:
-                committed = self._commit_all(conn, producer_group, commit, now_ms)
+                committed = _commit_ranges(conn, producer_group, batch_id, commit)
                 conn.execute(
-                    "INSERT INTO committed_batches (producer_group, batch_id, committed_at, transactions)"
+                    "INSERT INTO committed_batches (producer_group, batch_id, committed_at, messages)"
                     " VALUES (?, ?, ?, ?)",
-                    (producer_group, batch_id, now_ms, len(commit)),
+                    (producer_group, batch_id, now_ms, committed),
                 )
-            stale = [txid for (txid,) in conn.execute(_PENDING_UP_TO, (producer_group, batch_id))]
-            target = TransactionState.ROLLED_BACK
-            rolled = self._resolve_many(conn, [(txid, target, Source.CLIENT.value, None) for txid in stale], now_ms)
-            rolled_back = [r.half_stored_at for r in rolled if isinstance(r, EndResult)]  # none is refused
+            rolled_back = roll_back_ranges(conn, "producer_group = ? AND batch_id <= ?", (producer_group, batch_id))
             return BatchEnd(commit is not None and recorded is not None, committed, rolled_back)
 
         return await self._writer.run(work)
 
-    def _commit_all(
-        self, conn: sqlite3.Connection, producer_group: str, commit: Sequence[str], now_ms: int
-    ) -> list[int]:
-        """Commit the group's transactions ``commit`` (those already committed stay as they are),
-        each statement for them all, in SQL: their final messages (copied from their half
-        messages), op records and states. Returns when each newly committed one's half was stored.
-        Raises for the first that cannot be committed, as ``resolve`` would; nothing is written then."""
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS ending (transaction_id TEXT PRIMARY KEY)")
-        conn.execute("DELETE FROM temp.ending")
-        conn.executemany("INSERT OR IGNORE INTO temp.ending VALUES (?)", ((txid,) for txid in commit))
-        refused = conn.execute(_FIRST_REFUSED, (producer_group,)).fetchone()
-        if refused is not None:  # its refusal, as a single end would give it
-            item = (refused[0], TransactionState.COMMITTED, Source.CLIENT.value, producer_group)
-            for outcome in self._resolve_many(conn, [item], now_ms):
-                if isinstance(outcome, HalfmqError):
-                    raise outcome
-        counts = conn.execute(f"SELECT topic, queue_id, COUNT(*) {_ENDING_PENDING} GROUP BY topic, queue_id")
-        firsts = [(topic, queue_id, self._tails.take_run(topic, queue_id, n)) for topic, queue_id, n in counts]
-        if not firsts:
-            return []
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS bases (topic TEXT, queue_id INTEGER, first INTEGER)")
-        conn.execute("DELETE FROM temp.bases")
-        conn.executemany("INSERT INTO temp.bases VALUES (?, ?, ?)", firsts)
-        # The copies planned from the small columns (a window over the bodies would sort them).
-        conn.execute(COPY_PLAN)
-        planned = conn.execute(
-            "INSERT INTO temp.copy_plan (topic, queue_id, queue_offset, extra, half_offset) SELECT h.topic, h.queue_id,"
-            " b.first + row_number() OVER (PARTITION BY h.topic, h.queue_id ORDER BY h.half_offset) - 1, '{}',"
-            f" h.half_offset {_ENDING} JOIN temp.bases b ON b.topic = h.topic AND b.queue_id = h.queue_id"
-            " WHERE h.state = 'PENDING' ORDER BY h.half_offset"
-        ).rowcount
-        copy_planned(conn, planned, now_ms)
-        stored_at = [at for (at,) in conn.execute(f"SELECT h.half_stored_at {_ENDING_PENDING} ORDER BY h.half_offset")]
-        first_op = self._tails.take_run(OP_TOPIC, 0, len(stored_at))
-        conn.execute(
-            "INSERT INTO op_log (op_offset, half_offset, stored_at)"
-            f" SELECT ? + row_number() OVER (ORDER BY h.half_offset) - 1, h.half_offset, ? {_ENDING_PENDING}",
-            (first_op, now_ms),
+    async def expire_ranges(self, opened_before_ms: int) -> int:
+        """Roll back every range opened before ``opened_before_ms`` (its batch was never ended:
+        it would hold back its queue's readers for good); return how many messages went."""
+        return await self._writer.run(lambda conn: roll_back_ranges(conn, "opened_at < ?", (opened_before_ms,)))
+
+
+def _commit_ranges(conn: sqlite3.Connection, producer_group: str, batch_id: int, range_ids: Sequence[int]) -> int:
+    """Close the ranges ``range_ids`` of the group's batch: their messages become visible. Returns
+    how many messages; raises RangeNotOpen for the first that is not open there."""
+    wanted = sorted(set(range_ids))
+    found = {
+        range_id: end - first
+        for range_id, first, end in rows_in(
+            conn, "SELECT range_id, first_offset, end_offset FROM open_ranges WHERE producer_group = ? AND batch_id = ?"
+            " AND range_id IN ({})", wanted, producer_group, batch_id,
         )
-        conn.execute(
-            "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ?"
-            " WHERE state = 'PENDING' AND transaction_id IN (SELECT transaction_id FROM temp.ending)",
-            (TransactionState.COMMITTED.value, now_ms, Source.CLIENT.value),
-        )
-        return stored_at
+    }  # fmt: skip
+    for range_id in range_ids:
+        if range_id not in found:
+            raise RangeNotOpen(
+                f"range {range_id} is not open in batch {batch_id} of producer group {producer_group!r}: never"
+                " prepared there, or rolled back since (the batch timeout, or an end of a later batch)"
+            )
+    for start in range(0, len(wanted), IN_CHUNK):
+        chunk = wanted[start : start + IN_CHUNK]
+        conn.execute(f"DELETE FROM open_ranges WHERE range_id IN ({', '.join('?' * len(chunk))})", chunk)
+    return sum(found.values())

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from broker.errors import StaleReceiptHandle
 from broker.model import StoredMessage, message_size
+from broker.store.reads import queue_range_of
 from broker.store.sql import MESSAGE_COLUMNS, row_to_message, set_consumer_offset
 
 SCAN_LIMIT = 1024  # deliverable messages looked at per receive
@@ -47,23 +48,18 @@ def _watermark(conn: sqlite3.Connection, group: str, topic: str, queue_id: int) 
 
 
 def _advance(conn: sqlite3.Connection, group: str, topic: str, queue_id: int) -> None:
-    """Move the committed offset past acknowledged deliveries and forget them; an offset below
-    the queue's low offset (retention deleted what lay there) moves up to it first."""
+    """Move the committed offset to the first message not acknowledged (or the queue's end),
+    over gaps rolled back and below the queue's low offset, and forget the deliveries passed."""
     start = _watermark(conn, group, topic, queue_id)
-    (low,) = conn.execute(
-        "SELECT MIN(queue_offset) FROM messages WHERE topic = ? AND queue_id = ?", (topic, queue_id)
+    low, high = queue_range_of(conn, topic, queue_id)
+    first = conn.execute(
+        "SELECT m.queue_offset FROM messages m LEFT JOIN deliveries d ON d.consumer_group = ? AND d.topic = m.topic"
+        " AND d.queue_id = m.queue_id AND d.queue_offset = m.queue_offset AND d.acked = 1"
+        " WHERE m.topic = ? AND m.queue_id = ? AND m.queue_offset >= ? AND m.queue_offset < ?"
+        " AND d.queue_offset IS NULL ORDER BY m.queue_offset LIMIT 1",
+        (group, topic, queue_id, max(start, low), high),
     ).fetchone()
-    offset = start if low is None else max(start, low)
-    acked = {
-        o
-        for (o,) in conn.execute(
-            "SELECT queue_offset FROM deliveries WHERE consumer_group = ? AND topic = ? AND queue_id = ?"
-            " AND acked = 1 AND queue_offset >= ?",
-            (group, topic, queue_id, offset),
-        )
-    }
-    while offset in acked:
-        offset += 1
+    offset = max(start, high if first is None else first[0])
     if offset == start:
         return
     conn.execute(
@@ -88,16 +84,17 @@ def receive(
 
     def work(conn: sqlite3.Connection) -> list[Delivery]:
         start = _watermark(conn, group, topic, queue_id)
+        _, high = queue_range_of(conn, topic, queue_id)
         # Only what the group may be handed: never delivered, or visible again and unacknowledged.
         # The join skips in-flight and acknowledged messages in SQL, however many lie ahead.
         candidates = conn.execute(
             "SELECT m.queue_offset, m.tags, d.attempts, d.handle_seq FROM messages m LEFT JOIN deliveries d"
             " ON d.consumer_group = ? AND d.topic = m.topic AND d.queue_id = m.queue_id"
             " AND d.queue_offset = m.queue_offset"
-            " WHERE m.topic = ? AND m.queue_id = ? AND m.queue_offset >= ?"
+            " WHERE m.topic = ? AND m.queue_id = ? AND m.queue_offset >= ? AND m.queue_offset < ?"
             " AND (d.queue_offset IS NULL OR (d.acked = 0 AND d.visible_at <= ?))"
             " ORDER BY m.queue_offset LIMIT ?",
-            (group, topic, queue_id, start, now_ms, SCAN_LIMIT),
+            (group, topic, queue_id, start, high, now_ms, SCAN_LIMIT),
         ).fetchall()
         out: list[Delivery] = []
         total = 0

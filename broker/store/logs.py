@@ -9,7 +9,7 @@ from itertools import repeat
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
 from broker.model import Appended, Message, MessageRows, Topic
 from broker.store.base import StoreBase
-from broker.store.sql import INSERT_MESSAGE, json_list, json_object, rows_in, topic_of
+from broker.store.sql import INSERT_MESSAGE, OPEN_HOLDING, json_list, json_object, rows_in, topic_of
 
 
 class LogStore(StoreBase):
@@ -91,12 +91,18 @@ class LogStore(StoreBase):
             offsets = self._tails.take_each(rows.topics, queue_ids)
             self._insert(conn, rows, queue_ids, offsets, now_ms)
             return Appended(queue_ids, offsets, {}, len(ids))
+        held = {
+            (topic, message_id)
+            for topic in {topic for topic, _ in stored}
+            for message_id, *_ in rows_in(conn, OPEN_HOLDING, [i for t, i in stored if t == topic], topic)
+        }
         new: list[int] = []
         placed: list[tuple[int, int]] = []
         refused: dict[int, HalfmqError] = {}
         for index, (topic, message_id, queue_id) in enumerate(zip(rows.topics, ids, queue_ids, strict=True)):
-            if message_id in in_transactions:
-                refused[index] = MessageIdInUse(f"message id {message_id!r} belongs to a transaction")
+            if message_id in in_transactions or (topic, message_id) in held:
+                what = "a transaction" if message_id in in_transactions else "a batch not committed yet"
+                refused[index] = MessageIdInUse(f"message id {message_id!r} belongs to {what}")
                 placed.append((-1, -1))
                 continue
             known = stored.get((topic, message_id))

@@ -12,6 +12,10 @@ connection). ``PRAGMA user_version`` records the version; each migration runs on
 - v5: the half and op logs leave ``messages``: each half message moves into its transaction's
   row (its properties without the broker's), each op record into ``op_log``, and the next offset
   of both logs is kept in ``queue_floors``, so none is reused. One SQLite transaction.
+- v6: exactly-once batches are stored as open ranges of their final messages (the table comes
+  with the DDL): half messages of a batch still pending are rolled back (the query prepares the
+  batch again when it restarts), ``transactions.batch_id`` goes, and ``committed_batches``
+  counts messages.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.errors import StorageFailure
-from broker.model import HALF_TOPIC, OP_TOPIC, SYSTEM_PROPERTIES
+from broker.model import HALF_TOPIC, OP_TOPIC, SYSTEM_PROPERTIES, Source, TransactionState
 from broker.store.schema import DDL, HALF_COLUMNS, VERSION
 
 if TYPE_CHECKING:
@@ -74,11 +78,40 @@ def _half_and_op_logs(db: sqlite_utils.Database) -> None:
     conn.execute("COMMIT")
 
 
+def _open_ranges(db: sqlite_utils.Database) -> None:
+    conn = db.conn
+    conn.execute("BEGIN IMMEDIATE")
+    now_ms = int(time.time() * 1000)
+    pending = [h for (h,) in conn.execute(
+        "SELECT half_offset FROM transactions WHERE batch_id IS NOT NULL AND state = 'PENDING' ORDER BY half_offset"
+    )]  # fmt: skip
+    (first_op,) = conn.execute(
+        "SELECT MAX(COALESCE((SELECT MAX(op_offset) + 1 FROM op_log), 0),"
+        " COALESCE((SELECT next_offset FROM queue_floors WHERE topic = ? AND queue_id = 0), 0))",
+        (OP_TOPIC,),
+    ).fetchone()
+    conn.executemany(
+        "INSERT INTO op_log (op_offset, half_offset, stored_at) VALUES (?, ?, ?)",
+        ((first_op + i, half_offset, now_ms) for i, half_offset in enumerate(pending)),
+    )
+    conn.execute(
+        "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ?"
+        " WHERE batch_id IS NOT NULL AND state = 'PENDING'",
+        (TransactionState.ROLLED_BACK.value, now_ms, Source.OPERATOR.value),
+    )
+    conn.execute("ALTER TABLE transactions DROP COLUMN batch_id")
+    if "transactions" in db["committed_batches"].columns_dict:  # v5's migration may have made it as v6 has it
+        conn.execute("ALTER TABLE committed_batches RENAME COLUMN transactions TO messages")
+    conn.execute("PRAGMA user_version = 6")
+    conn.execute("COMMIT")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     2: lambda db: _incremental_vacuum(db.conn),
     3: _topic_retention,
     4: _transaction_batch,
     5: _half_and_op_logs,
+    6: _open_ranges,
 }
 
 

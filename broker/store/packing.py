@@ -43,14 +43,28 @@ def _segments_end(conn: sqlite3.Connection, topic: str, queue_id: int, low: int)
     return low if last is None else int(last[0])
 
 
-def _insert_segment(conn: sqlite3.Connection, topic: str, queue_id: int, columns: QueueColumns, encode: Encode) -> None:
-    """Store ``columns``, the messages of a queue from its first offset on, as one segment."""
-    start, count = columns.queue_offsets[0], len(columns)
+def _insert_segment(
+    conn: sqlite3.Connection, topic: str, queue_id: int, first: int, columns: QueueColumns, encode: Encode
+) -> int:
+    """Store ``columns``, the messages of a queue from offset ``first`` on, as one segment;
+    return the offset after it."""
+    end = columns.queue_offsets[-1] + 1
     conn.execute(
         "INSERT INTO segments.segments VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (topic, queue_id, start, count, columns.message_ids[-1].decode(), columns.store_timestamps[-1],
-         encode(columns, start + count)),
+        (topic, queue_id, first, end - first, columns.message_ids[-1].decode(), columns.store_timestamps[-1],
+         encode(columns, end)),
     )  # fmt: skip
+    return end
+
+
+def _at_hand(conn: sqlite3.Connection, topic: str, queue_id: int, start: int, high: int) -> int:
+    """How many messages of the queue lie in ``[start, high)``, counting up to MAX_PULL."""
+    (count,) = conn.execute(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ?"
+        " AND queue_offset < ? LIMIT ?)",
+        (topic, queue_id, start, high, MAX_PULL),
+    ).fetchone()
+    return int(count)
 
 
 def _whole_segment(columns: QueueColumns) -> int:
@@ -99,11 +113,10 @@ class SegmentStore(StoreBase):
             conn.execute("PRAGMA segments.incremental_vacuum")
             start, packed = _segments_end(conn, topic, queue_id, low), 0
             for _ in range(max_segments):
-                if high - start < MAX_PULL:  # the tail: a segment only once it cannot grow
+                if _at_hand(conn, topic, queue_id, start, high) < MAX_PULL:  # the tail: packed once it cannot grow
                     break
                 columns = read_columns_of(conn, topic, queue_id, start, MAX_PULL, PULL_BYTES)
-                _insert_segment(conn, topic, queue_id, columns, encode)
-                start += len(columns)
+                start = _insert_segment(conn, topic, queue_id, start, columns, encode)
                 packed += len(columns)
         return packed
 
@@ -120,7 +133,8 @@ class SegmentStore(StoreBase):
                 return -1
             packed = 0
             while (count := _whole_segment(columns.cut(packed))) > 0:
-                _insert_segment(conn, topic, queue_id, columns.cut(packed, packed + count), encode)
+                run = columns.cut(packed, packed + count)
+                _insert_segment(conn, topic, queue_id, run.queue_offsets[0], run, encode)
                 packed += count
         return packed
 

@@ -9,10 +9,11 @@ topics as their table holds them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -20,7 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 from broker.errors import BrokerClosed, TopicNotFound
 from broker.model import Packed, QueueColumns, StoredMessage, Topic
 from broker.store.segments import attach, packed_at
-from broker.store.sql import MESSAGE_COLUMNS, queue_floor, row_to_message, topic_of, translated
+from broker.store.sql import MESSAGE_COLUMNS, STABLE_END, queue_floor, row_to_message, topic_of, translated
 
 READER_THREADS = 4
 # As much as SQLite allows (its build caps it: 2 GB in Python's); the rest is read as before.
@@ -28,7 +29,12 @@ READ_MMAP_BYTES = 1 << 40
 P = ParamSpec("P")
 T = TypeVar("T")
 
-_FROM_QUEUE = "FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset >= ? ORDER BY queue_offset"
+# A queue's committed messages from an offset on: up to its last stable offset (parameters: topic,
+# queue id, offset, limit).
+_FROM_QUEUE = (
+    "FROM messages WHERE topic = ?1 AND queue_id = ?2 AND queue_offset >= ?3"
+    f" AND queue_offset < COALESCE({STABLE_END}, 1 << 62) ORDER BY queue_offset LIMIT ?4"
+)
 # The columns of QueueColumns: text as UTF-8 bytes.
 _BYTE_COLUMNS = (
     "queue_offset, CAST(message_id AS BLOB), CAST(transaction_id AS BLOB), CAST(keys AS BLOB), CAST(tags AS BLOB),"
@@ -44,11 +50,11 @@ _SIZE = (
 def _within_budget(
     conn: sqlite3.Connection, columns: str, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int
 ) -> list[Any]:
-    """Rows of ``columns`` (after the row's size, its first value) of the queue from ``offset`` on:
-    at most ``limit``, stopping before the one that would take the total past ``max_bytes``, but
-    at least one if there is one. Rows are stepped one at a time, so no more than one row past
-    the budget is ever loaded."""
-    cursor = conn.execute(f"SELECT {_SIZE}, {columns} {_FROM_QUEUE} LIMIT ?", (topic, queue_id, offset, limit))
+    """Rows of ``columns`` (after the row's size, its first value) of the queue's committed
+    messages from ``offset`` on: at most ``limit``, stopping before the one that would take the
+    total past ``max_bytes``, but at least one if there is one. Rows are stepped one at a time,
+    so no more than one row past the budget is ever loaded."""
+    cursor = conn.execute(f"SELECT {_SIZE}, {columns} {_FROM_QUEUE}", (topic, queue_id, offset, limit))
     rows: list[Any] = []
     total = 0
     for row in cursor:
@@ -69,18 +75,18 @@ def read_columns_of(
 
 
 def queue_range_of(conn: sqlite3.Connection, topic: str, queue_id: int) -> tuple[int, int]:
-    """``(min_offset, max_offset)`` of a queue; max is one past the newest message. An empty
-    queue gives (n, n): n is 0, or where retention left it."""
-    # Two subqueries: SQLite answers a lone MIN or MAX from the index, but scans for both together.
-    low, high = conn.execute(
-        "SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2),"
-        " (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2)",
+    """``(min_offset, max_offset)`` of a queue's committed messages: min is where retention left
+    the queue (0 if it never deleted from it; offsets rolled back after it are gaps that pulls
+    step over), max one past the newest message, or the queue's last stable offset while a range
+    is open there. An empty queue gives (n, n)."""
+    high, stable = conn.execute(
+        f"SELECT (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2), {STABLE_END}",
         (topic, queue_id),
     ).fetchone()
+    low = queue_floor(conn, topic, queue_id)
     if high is None:
-        empty = queue_floor(conn, topic, queue_id)
-        return empty, empty
-    return low, high + 1
+        return low, low
+    return low, max(low, high + 1 if stable is None else min(high + 1, stable))
 
 
 class QueueReader(ABC):
@@ -130,6 +136,16 @@ class QueueReader(ABC):
             with self._readers_lock:
                 self._readers.append(conn)
         return conn
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """The reads of this thread inside the block see the store as of one moment."""
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.execute("COMMIT")
 
     @translated
     def read(self, topic: str, queue_id: int, offset: int, limit: int, max_bytes: int) -> list[StoredMessage]:

@@ -17,20 +17,17 @@ import sqlite3
 
 from broker.model import HALF_TOPIC, OP_TOPIC, TransactionState
 from broker.store.base import StoreBase
-from broker.store.sql import translated
+from broker.store.sql import RAISE_FLOOR, STABLE_END, translated
 
 # The oldest offset of a queue, the first whose store offset is at least a bound (NULL if none),
-# and one past the newest; from the position index alone.
-_QUEUE_SPLIT = """
+# one past the newest, and its last stable offset (NULL if no range is open); from indexes alone.
+_QUEUE_SPLIT = f"""
 SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2),
        (SELECT queue_offset FROM messages INDEXED BY messages_position
          WHERE topic = ?1 AND queue_id = ?2 AND store_offset >= ?3 ORDER BY queue_offset LIMIT 1),
-       (SELECT MAX(queue_offset) + 1 FROM messages WHERE topic = ?1 AND queue_id = ?2)
+       (SELECT MAX(queue_offset) + 1 FROM messages WHERE topic = ?1 AND queue_id = ?2),
+       {STABLE_END}
 """
-_RAISE_FLOOR = (
-    "INSERT INTO queue_floors (topic, queue_id, next_offset) VALUES (?, ?, ?) ON CONFLICT (topic, queue_id)"
-    " DO UPDATE SET next_offset = MAX(next_offset, excluded.next_offset)"
-)
 # The transactions one job deletes, gathered in a temporary table so that each kind of row goes
 # in one statement, and no row passes through Python.
 _EXPIRING_TABLE = "CREATE TEMP TABLE IF NOT EXISTS expiring (transaction_id TEXT PRIMARY KEY, checked INTEGER NOT NULL)"
@@ -96,23 +93,24 @@ class RetentionStore(StoreBase):
     async def expire_queue(self, topic: str, queue_id: int, bound: int, limit: int) -> int:
         """Delete the oldest messages of a queue whose store offset is below ``bound``, at most
         ``limit`` of them, with their deliveries; return how many. The queue's low offset moves
-        up; the newest offset handed out is remembered, so none is ever reused."""
+        up; the newest offset handed out is remembered, so none is ever reused. Nothing at or
+        after the queue's last stable offset is touched: an open range commits whole."""
 
         def work(conn: sqlite3.Connection) -> int:
-            low, first_kept, high = conn.execute(_QUEUE_SPLIT, (topic, queue_id, bound)).fetchone()
+            low, first_kept, high, stable = conn.execute(_QUEUE_SPLIT, (topic, queue_id, bound)).fetchone()
             if low is None:
                 return 0
-            end = min(high if first_kept is None else first_kept, low + limit)
-            if end == low:
+            end = min(high if first_kept is None else first_kept, low + limit, high if stable is None else stable)
+            if end <= low:
                 return 0
-            conn.execute(
+            deleted = conn.execute(
                 "DELETE FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset < ?", (topic, queue_id, end)
-            )
+            ).rowcount
             conn.execute(
                 "DELETE FROM deliveries WHERE topic = ? AND queue_id = ? AND queue_offset < ?", (topic, queue_id, end)
             )
-            conn.execute(_RAISE_FLOOR, (topic, queue_id, end))
-            return int(end - low)
+            conn.execute(RAISE_FLOOR, (topic, queue_id, end))
+            return int(deleted)
 
         return await self._writer.run(work)
 
@@ -130,7 +128,7 @@ class RetentionStore(StoreBase):
             if expired:
                 for statement in _DELETE_EXPIRING:
                     conn.execute(statement)
-                conn.execute(_RAISE_FLOOR, (HALF_TOPIC, 0, self._tails.next(HALF_TOPIC, 0)))
+                conn.execute(RAISE_FLOOR, (HALF_TOPIC, 0, self._tails.next(HALF_TOPIC, 0)))
             return int(expired)
 
         return await self._writer.run(work)
@@ -148,7 +146,7 @@ class RetentionStore(StoreBase):
                 (bound, limit),
             ).rowcount
             if deleted:
-                conn.execute(_RAISE_FLOOR, (OP_TOPIC, 0, self._tails.next(OP_TOPIC, 0)))
+                conn.execute(RAISE_FLOOR, (OP_TOPIC, 0, self._tails.next(OP_TOPIC, 0)))
             return int(deleted)
 
         return await self._writer.run(work)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-VERSION = 5
+VERSION = 6
 
 # The half message's columns of a ``transactions`` row. Its properties are the producer's only:
 # the broker's (REAL_TOPIC and the rest) are the row's other columns. Defaults so that v5's
@@ -78,8 +78,6 @@ CREATE TABLE IF NOT EXISTS transactions (
     resolution_source TEXT,
     -- How many times an operator resumed it after a discard.
     resumes INTEGER NOT NULL DEFAULT 0,
-    -- The two-phase batch of its producer group it was prepared in (PrepareBatch), else NULL.
-    batch_id INTEGER,
     -- The half message as the producer sent it (HALF_COLUMNS).
     {_HALF_DDL}
 );
@@ -99,13 +97,31 @@ CREATE TABLE IF NOT EXISTS op_log (
     stored_at INTEGER NOT NULL
 );
 
--- Batches committed by EndBatch, each recorded in the same SQLite transaction as its commits:
--- a batch commits at most once, however often it is replayed.
+-- Messages of exactly-once batches (the Spark sink) stored where they will stay, in ``messages``,
+-- but not committed yet: one row per prepared run of one queue, deleted when its batch commits
+-- (the rows become visible) or rolls back (the rows are deleted). Readers of a queue stop at the
+-- first offset of its first open range, its last stable offset. AUTOINCREMENT so that a range id
+-- is never reused: a late commit of a range that was rolled back finds nothing, not another range.
+CREATE TABLE IF NOT EXISTS open_ranges (
+    range_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    producer_group TEXT NOT NULL,
+    batch_id INTEGER NOT NULL,
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    first_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL,
+    opened_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS open_ranges_queue ON open_ranges (topic, queue_id, first_offset);
+CREATE INDEX IF NOT EXISTS open_ranges_group ON open_ranges (producer_group, batch_id);
+
+-- Batches committed by EndBatch, each recorded in the same SQLite transaction as its commit: a
+-- batch commits at most once, however often it is replayed.
 CREATE TABLE IF NOT EXISTS committed_batches (
     producer_group TEXT NOT NULL,
     batch_id INTEGER NOT NULL,
     committed_at INTEGER NOT NULL,
-    transactions INTEGER NOT NULL,
+    messages INTEGER NOT NULL,
     PRIMARY KEY (producer_group, batch_id)
 );
 CREATE INDEX IF NOT EXISTS committed_batches_age ON committed_batches (committed_at);

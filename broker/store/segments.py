@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS segments (
     topic TEXT NOT NULL,
     queue_id INTEGER NOT NULL,
     first INTEGER NOT NULL,
+    -- Offsets it spans: its last message is at first + count - 1 (offsets rolled back are gaps).
     count INTEGER NOT NULL,
     -- The message at the segment's last offset when it was packed.
     last_id TEXT NOT NULL,
@@ -111,4 +112,4 @@ def packed_at(conn: sqlite3.Connection, topic: str, queue_id: int, offset: int, 
     if valid is None:
         return None
     data: bytes = valid[0]
-    return Packed(data, count)
+    return Packed(data, first + count)

@@ -129,7 +129,7 @@ _STORED_NEXT = {
 
 
 class QueueTails:
-    """The next offset of every queue (offsets are dense from 0), kept in memory by the writer's
+    """The next offset of every queue (offsets are taken in order from 0), kept in memory by the writer's
     thread instead of a MAX() per append. After anything is rolled back, ``reload`` reads them
     again from what the connection sees."""
 
@@ -184,6 +184,23 @@ def queue_floor(conn: sqlite3.Connection, topic: str, queue_id: int) -> int:
         "SELECT next_offset FROM queue_floors WHERE topic = ? AND queue_id = ?", (topic, queue_id)
     ).fetchone()
     return 0 if row is None else int(row[0])
+
+
+# Offsets below ``next_offset`` of the queue were used: none is handed out again.
+RAISE_FLOOR = (
+    "INSERT INTO queue_floors (topic, queue_id, next_offset) VALUES (?, ?, ?) ON CONFLICT (topic, queue_id)"
+    " DO UPDATE SET next_offset = MAX(next_offset, excluded.next_offset)"
+)
+# A queue's last stable offset (parameters 1 and 2: topic and queue id): the first offset of its
+# first open range, where readers stop; NULL when none is open.
+STABLE_END = "(SELECT MIN(first_offset) FROM open_ranges WHERE topic = ?1 AND queue_id = ?2)"
+
+# The open ranges of a topic that hold one of the message ids of ``IN ({})`` (after the topic).
+OPEN_HOLDING = (
+    "SELECT m.message_id, r.range_id, r.producer_group, r.batch_id FROM messages m JOIN open_ranges r"
+    " ON r.topic = m.topic AND r.queue_id = m.queue_id AND m.queue_offset >= r.first_offset"
+    " AND m.queue_offset < r.end_offset WHERE m.topic = ? AND m.message_id IN ({})"
+)
 
 
 def json_list(values: Sequence[str]) -> str:

@@ -43,7 +43,7 @@ _REFUSALS = (TransactionNotFound, ProducerGroupMismatch, ResolutionConflict)
 # A half message and its PENDING transaction: one row.
 _INSERT_TRANSACTION = (
     "INSERT INTO transactions (transaction_id, half_offset, message_id, producer_group, topic, queue_id, state,"
-    f" half_stored_at, batch_id, {HALF_COLUMNS_LIST}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f" half_stored_at, {HALF_COLUMNS_LIST}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_OP = "INSERT INTO op_log (op_offset, half_offset, stored_at) VALUES (?, ?, ?)"
 _RESOLVE = "UPDATE transactions SET state = ?, resolved_at = ?, resolution_source = ? WHERE transaction_id = ?"
@@ -69,22 +69,20 @@ class TransactionStore(StoreBase):
     """Half messages, their transaction records (the half log minus the op log) and checks."""
 
     async def prepare_many(
-        self, items: Sequence[tuple[Message, str, int, str]], now_ms: int, *, batch_id: int | None = None
+        self, items: Sequence[tuple[Message, str, int, str]], now_ms: int
     ) -> list[Transaction | HalfmqError]:
         """Append half messages and their PENDING transaction records, for (message, producer
         group, queue id, transaction id) items, in one job: each item gets its transaction or its
         refusal; a storage failure fails them all. A message id that already has a half message
         of the same topic and group (stored before or earlier in the batch) returns that
-        transaction unchanged (a retried send); an id taken otherwise is refused with MessageIdInUse.
-        New records are tagged with the two-phase ``batch_id`` when one is given."""
-        return await self._writer.run(lambda conn: self._prepare_many(conn, items, now_ms, batch_id))
+        transaction unchanged (a retried send); an id taken otherwise is refused with MessageIdInUse."""
+        return await self._writer.run(lambda conn: self._prepare_many(conn, items, now_ms))
 
     def _prepare_many(
         self,
         conn: sqlite3.Connection,
         items: Sequence[tuple[Message, str, int, str]],
         now_ms: int,
-        batch_id: int | None,
     ) -> list[Transaction | HalfmqError]:
         ids = [message.message_id for message, *_ in items]
         known = _transactions_by(conn, "message_id", ids)
@@ -114,7 +112,7 @@ class TransactionStore(StoreBase):
             half_offset = self._tails.take(HALF_TOPIC, 0)
             pending = TransactionState.PENDING
             records.append((transaction_id, half_offset, message.message_id, producer_group, message.topic,
-                            queue_id, pending.value, now_ms, batch_id, *half_values(message)))  # fmt: skip
+                            queue_id, pending.value, now_ms, *half_values(message)))  # fmt: skip
             txn = Transaction(transaction_id, producer_group, half_offset, message.topic, queue_id,
                               message.message_id, pending, 0, now_ms, None)  # fmt: skip
             known[message.message_id] = txn

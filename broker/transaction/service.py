@@ -13,14 +13,12 @@ from broker.errors import HalfmqError, InvalidArgument
 from broker.metrics import Metrics
 from broker.model import (
     RESOLVED_STATE,
-    BatchEnd,
     EndResult,
     Message,
     Resolution,
     Source,
     Transaction,
     TransactionState,
-    check_batch_id,
     check_message,
     check_name,
     check_transaction_id,
@@ -49,15 +47,9 @@ class TransactionService:
         """
         return single(await self.prepare_many([(message, producer_group)]))
 
-    async def prepare_many(
-        self, items: Sequence[tuple[Message, str]], *, batch_id: int | None = None
-    ) -> list[Transaction | HalfmqError]:
+    async def prepare_many(self, items: Sequence[tuple[Message, str]]) -> list[Transaction | HalfmqError]:
         """``prepare`` for (message, producer group) items, stored in one write: each item gets its
-        transaction or its own error. With ``batch_id`` (at least 0), the new transactions belong
-        to that two-phase batch of their group (see ``end_batch``). Raises InvalidArgument for a
-        bad batch id, otherwise only for a failure of the whole write."""
-        if batch_id is not None:
-            check_batch_id(batch_id)
+        transaction or its own error. Raises only for a failure of the whole write."""
         now_ms = self._now_ms()
         results: list[Transaction | HalfmqError | None] = []
         valid: list[tuple[Message, str, int, str]] = []
@@ -71,7 +63,7 @@ class TransactionService:
                 continue
             results.append(None)
             valid.append((message, producer_group, queue_for(message.message_id, queues), new_transaction_id()))
-        return merged(results, await self._store.prepare_many(valid, now_ms, batch_id=batch_id) if valid else [])
+        return merged(results, await self._store.prepare_many(valid, now_ms) if valid else [])
 
     async def end_many(self, items: Sequence[tuple[str, str, Resolution, Source]]) -> list[EndResult | HalfmqError]:
         """``end`` for (transaction id, producer group, resolution, source) items, the resolutions
@@ -98,35 +90,6 @@ class TransactionService:
         resolved = await self._store.resolve_many(resolving, now_ms) if resolving else []
         self._measure([r for r in resolved if isinstance(r, EndResult) and not r.already_resolved], now_ms)
         return merged(results, resolved)
-
-    async def end_batch(
-        self, producer_group: str, batch_id: int, resolution: Resolution, transaction_ids: Sequence[str]
-    ) -> BatchEnd:
-        """End a two-phase batch of ``producer_group``. COMMIT commits ``transaction_ids`` and
-        records the batch, in one store transaction, unless it was recorded before (then nothing
-        is committed: a replayed batch). ROLLBACK commits nothing. Both roll back whatever the
-        group still has pending at ``batch_id`` or below.
-
-        Raises InvalidArgument (a malformed group, batch id, resolution or transaction id; ids
-        given with ROLLBACK), and for a transaction to commit TransactionNotFound,
-        ProducerGroupMismatch or ResolutionConflict (already rolled back); nothing is written then.
-        """
-        check_name("producer group", producer_group)
-        check_batch_id(batch_id)
-        if resolution not in RESOLVED_STATE:
-            raise InvalidArgument("a batch ends with COMMIT or ROLLBACK")
-        if resolution is Resolution.ROLLBACK and transaction_ids:
-            raise InvalidArgument("ROLLBACK names no transactions: it rolls back all that is pending of the batch")
-        for transaction_id in transaction_ids:
-            check_transaction_id(transaction_id)
-        now_ms = self._now_ms()
-        commit = transaction_ids if resolution is Resolution.COMMIT else None
-        ended = await self._store.end_batch(producer_group, batch_id, commit, now_ms)
-        self._metrics.resolved(
-            [(TransactionState.COMMITTED, (now_ms - at) / 1000) for at in ended.committed]
-            + [(TransactionState.ROLLED_BACK, (now_ms - at) / 1000) for at in ended.rolled_back]
-        )
-        return ended
 
     async def end(self, transaction_id: str, producer_group: str, resolution: Resolution, source: Source) -> EndResult:
         """Record the producer's resolution and return the recorded outcome.

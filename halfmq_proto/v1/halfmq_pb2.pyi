@@ -262,33 +262,43 @@ class TransactDown(_message.Message):
     error: ItemError
     def __init__(self, call_id: _Optional[int] = ..., halves: _Optional[_Union[SendHalfMessagesResponse, _Mapping]] = ..., ends: _Optional[_Union[EndTransactionsResponse, _Mapping]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
 
-class PrepareBatchRequest(_message.Message):
-    __slots__ = ("producer_group", "batch_id", "messages")
+class PrepareColumnsRequest(_message.Message):
+    __slots__ = ("producer_group", "batch_id", "topic", "messages")
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     producer_group: str
     batch_id: int
-    messages: _containers.RepeatedCompositeFieldContainer[Message]
-    def __init__(self, producer_group: _Optional[str] = ..., batch_id: _Optional[int] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+    topic: str
+    messages: MessageColumns
+    def __init__(self, producer_group: _Optional[str] = ..., batch_id: _Optional[int] = ..., topic: _Optional[str] = ..., messages: _Optional[_Union[MessageColumns, _Mapping]] = ...) -> None: ...
 
-class PrepareBatchResponse(_message.Message):
-    __slots__ = ("outcomes",)
-    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
-    outcomes: _containers.RepeatedCompositeFieldContainer[SendHalfMessageOutcome]
-    def __init__(self, outcomes: _Optional[_Iterable[_Union[SendHalfMessageOutcome, _Mapping]]] = ...) -> None: ...
+class PrepareColumnsResponse(_message.Message):
+    __slots__ = ("range_id", "queue_id", "first_offset", "end_offset", "already_stored")
+    RANGE_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ALREADY_STORED_FIELD_NUMBER: _ClassVar[int]
+    range_id: int
+    queue_id: int
+    first_offset: int
+    end_offset: int
+    already_stored: int
+    def __init__(self, range_id: _Optional[int] = ..., queue_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., already_stored: _Optional[int] = ...) -> None: ...
 
 class EndBatchRequest(_message.Message):
-    __slots__ = ("producer_group", "batch_id", "resolution", "transaction_ids")
+    __slots__ = ("producer_group", "batch_id", "resolution", "range_ids")
     PRODUCER_GROUP_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     RESOLUTION_FIELD_NUMBER: _ClassVar[int]
-    TRANSACTION_IDS_FIELD_NUMBER: _ClassVar[int]
+    RANGE_IDS_FIELD_NUMBER: _ClassVar[int]
     producer_group: str
     batch_id: int
     resolution: Resolution
-    transaction_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, producer_group: _Optional[str] = ..., batch_id: _Optional[int] = ..., resolution: _Optional[_Union[Resolution, str]] = ..., transaction_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    range_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, producer_group: _Optional[str] = ..., batch_id: _Optional[int] = ..., resolution: _Optional[_Union[Resolution, str]] = ..., range_ids: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class EndBatchResponse(_message.Message):
     __slots__ = ("already_committed", "committed", "rolled_back")

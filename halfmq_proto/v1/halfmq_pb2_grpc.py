@@ -74,10 +74,10 @@ class BrokerStub:
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsRequest.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsResponse.FromString,
                 _registered_method=True)
-        self.PrepareBatch = channel.unary_unary(
-                '/halfmq.v1.Broker/PrepareBatch',
-                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchRequest.SerializeToString,
-                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchResponse.FromString,
+        self.PrepareColumns = channel.unary_unary(
+                '/halfmq.v1.Broker/PrepareColumns',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareColumnsRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareColumnsResponse.FromString,
                 _registered_method=True)
         self.EndBatch = channel.unary_unary(
                 '/halfmq.v1.Broker/EndBatch',
@@ -183,7 +183,7 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def PrepareBatch(self, request, context):
+    def PrepareColumns(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -293,10 +293,10 @@ def add_BrokerServicer_to_server(servicer, server):
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsRequest.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionsResponse.SerializeToString,
             ),
-            'PrepareBatch': grpc.unary_unary_rpc_method_handler(
-                    servicer.PrepareBatch,
-                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchRequest.FromString,
-                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchResponse.SerializeToString,
+            'PrepareColumns': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareColumns,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareColumnsRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.PrepareColumnsResponse.SerializeToString,
             ),
             'EndBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.EndBatch,
@@ -576,7 +576,7 @@ class Broker:
             _registered_method=True)
 
     @staticmethod
-    def PrepareBatch(request,
+    def PrepareColumns(request,
             target,
             options=(),
             channel_credentials=None,
@@ -589,9 +589,9 @@ class Broker:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/halfmq.v1.Broker/PrepareBatch',
-            halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchRequest.SerializeToString,
-            halfmq_dot_v1_dot_halfmq__pb2.PrepareBatchResponse.FromString,
+            '/halfmq.v1.Broker/PrepareColumns',
+            halfmq_dot_v1_dot_halfmq__pb2.PrepareColumnsRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.PrepareColumnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

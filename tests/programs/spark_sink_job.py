@@ -5,9 +5,9 @@ to Spark's Python workers, as this is ``__main__``) to add:
 - ``--crash before-commit|after-commit --crash-batch N``: SIGKILL the whole driver (this process
   and its JVM) just before or just after the sink's commit of batch N, so Spark's commit log never
   records it;
-- ``--no-marker``: commit a batch's transactions one by one with EndTransactions instead of
-  EndBatch, i.e. two-phase commit without the broker's batch marker (to show the duplicate the
-  marker prevents);
+- ``--group-per-run``: prepare and commit under a producer group of this run, not of the query
+  (whose id lives in the checkpoint), so that no batch marker survives a restart: two-phase
+  commit without the marker (to show the duplicate the marker prevents);
 - ``--fail-first-attempt``: the first attempt of batch 0's first task prepares its rows, then
   fails; Spark retries it (``local[2,2]`` allows one retry);
 - ``--visibility FILE``: before and after each commit, append "<batch> <when> <messages in output>".
@@ -21,19 +21,17 @@ import argparse
 import os
 import signal
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
-import grpc
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 
 import spark_consumer
-from halfmq_proto.v1 import halfmq_pb2 as pb
-from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from spark_consumer.client import BrokerClient, Connection
 from spark_consumer.source import HalfmqDataSource
-from spark_consumer.writer import HalfmqStreamWriter, Prepared, SinkOptions
+from spark_consumer.writer import BATCH_ID, QUERY_ID, HalfmqStreamWriter, Prepared, SinkOptions, publish
 
 
 class FaultySink(HalfmqDataSource):
@@ -56,33 +54,25 @@ class FaultyWriter(HalfmqStreamWriter):
         self.faults = faults
 
     def write(self, iterator: Any) -> Prepared:
-        prepared = super().write(iterator)
         context = TaskContext.get()
+        if "fault.run" in self.faults:
+            group = f"spark-{context.getLocalProperty(QUERY_ID)}-{self.faults['fault.run']}"
+            prepared = publish(self.options, iterator, group, int(context.getLocalProperty(BATCH_ID)))
+        else:
+            prepared = super().write(iterator)
         if (
             self.faults.get("fault.failfirst") == "true"
             and context.getLocalProperty("streaming.sql.batchId") == "0"
             and context.partitionId() == 0
             and context.attemptNumber() == 0
         ):
-            raise RuntimeError(f"injected failure after preparing {len(prepared.transaction_ids)} rows")
+            raise RuntimeError(f"injected failure after preparing ranges {prepared.range_ids}")
         return prepared
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         self._note(batchId, "before")
         self._crash_if("before-commit", batchId)
-        if self.faults.get("fault.nomarker") == "true":
-            ids = [txid for m in messages for txid in m.transaction_ids]
-            with grpc.insecure_channel(self.options.connection.broker) as channel:
-                stub = pb_grpc.BrokerStub(channel)
-                for start in range(0, len(ids), 1024):
-                    items = [
-                        pb.EndTransactionRequest(transaction_id=txid, producer_group=messages[0].producer_group,
-                                                 resolution=pb.COMMIT)
-                        for txid in ids[start : start + 1024]
-                    ]  # fmt: skip
-                    stub.EndTransactions(pb.EndTransactionsRequest(items=items), timeout=30)
-        else:
-            super().commit(messages, batchId)
+        super().commit(messages, batchId)
         self._note(batchId, "after")
         self._crash_if("after-commit", batchId)
 
@@ -106,7 +96,7 @@ def main() -> None:
     parser.add_argument("--per-batch", type=int, default=10)
     parser.add_argument("--crash", choices=["before-commit", "after-commit"])
     parser.add_argument("--crash-batch", type=int, default=1)
-    parser.add_argument("--no-marker", action="store_true")
+    parser.add_argument("--group-per-run", action="store_true")
     parser.add_argument("--fail-first-attempt", action="store_true")
     parser.add_argument("--visibility", type=Path)
     args = parser.parse_args()
@@ -126,7 +116,7 @@ def main() -> None:
         "fault.crash": args.crash or "",
         "fault.batch": str(args.crash_batch),
         "fault.group": str(os.getpgid(0)),
-        "fault.nomarker": str(args.no_marker).lower(),
+        **({"fault.run": uuid.uuid4().hex} if args.group_per_run else {}),
         "fault.failfirst": str(args.fail_first_attempt).lower(),
         **({"fault.visibility": str(args.visibility)} if args.visibility else {}),
     }

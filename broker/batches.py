@@ -1,0 +1,93 @@
+"""Exactly-once batches (the Spark sink): a producer group prepares tables of messages as open
+ranges of a batch (stored at their final offsets, invisible until the batch commits), then ends
+the batch once: commit makes its ranges visible and records the batch, so a replay commits
+nothing; every end rolls back what the group still has open at that batch or below. A batch
+never ended is rolled back after ``timeout``, so that no queue's readers wait on it for good."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from broker.clock import Clock, system_clock, to_ms
+from broker.columns import MessageColumns, check_columns
+from broker.errors import HalfmqError, InvalidArgument
+from broker.messaging import MAX_BATCH, MessagingService
+from broker.model import BatchEnd, OpenRange, Resolution, check_batch_id, check_data_topic, check_name
+from broker.ratelog import RateLimitedLog
+from broker.store import Store
+
+log = logging.getLogger(__name__)
+
+SWEEP_INTERVAL = 1.0  # seconds between looks for batches past their timeout
+
+
+class BatchService:
+    def __init__(
+        self,
+        store: Store,
+        messaging: MessagingService,
+        *,
+        max_body_bytes: int,
+        timeout: float,
+        clock: Clock = system_clock,
+    ) -> None:
+        self._store = store
+        self._messaging = messaging
+        self._max_body_bytes = max_body_bytes
+        self._timeout_ms = to_ms(timeout)
+        self._clock = clock
+        self._log = RateLimitedLog(log)
+
+    async def prepare(self, producer_group: str, batch_id: int, columns: MessageColumns) -> OpenRange:
+        """Store a table of messages of one topic in one queue (the topic's queues take turns) as
+        an open range of the group's batch, all or none. Raises InvalidArgument,
+        MessageTooLarge, HiddenTopic or TopicNotFound, or for a row the error a single send
+        would get, naming the row."""
+        check_name("producer group", producer_group)
+        check_batch_id(batch_id)
+        if not 1 <= len(columns) <= MAX_BATCH:
+            raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(columns)}")
+        check_data_topic(columns.topic)
+        self._store.topic(columns.topic)
+        checked = check_columns(columns, self._max_body_bytes)
+        for row, refusal in sorted(checked.refused.items())[:1]:
+            raise type(refusal)(f"row {row}: {refusal}")
+        queue_id = self._messaging.take_turn(columns.topic)
+        return await self._store.prepare_range(producer_group, batch_id, checked.rows, queue_id, self._now_ms())
+
+    async def end(
+        self, producer_group: str, batch_id: int, resolution: Resolution, range_ids: Sequence[int]
+    ) -> BatchEnd:
+        """End a batch of ``producer_group``. COMMIT makes ``range_ids`` visible and records the
+        batch, in one store transaction, unless it was recorded before (then nothing is
+        committed: a replayed batch). ROLLBACK commits nothing. Both roll back whatever the group
+        still has open at ``batch_id`` or below.
+
+        Raises InvalidArgument (a malformed group or batch id, a resolution other than COMMIT or
+        ROLLBACK, ranges given with ROLLBACK) or RangeNotOpen; nothing is written then."""
+        check_name("producer group", producer_group)
+        check_batch_id(batch_id)
+        if resolution not in (Resolution.COMMIT, Resolution.ROLLBACK):
+            raise InvalidArgument("a batch ends with COMMIT or ROLLBACK")
+        if resolution is Resolution.ROLLBACK and range_ids:
+            raise InvalidArgument("ROLLBACK names no ranges: it rolls back all that is open of the batch")
+        commit = range_ids if resolution is Resolution.COMMIT else None
+        return await self._store.end_batch(producer_group, batch_id, commit, self._now_ms())
+
+    async def expire(self) -> int:
+        """Roll back the ranges open longer than the timeout; return how many messages went."""
+        return await self._store.expire_ranges(self._now_ms() - self._timeout_ms)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                if expired := await self.expire():
+                    log.warning("rolled back %d messages of batches left open over the batch timeout", expired)
+            except HalfmqError as exc:  # the store failed this time: try again next time
+                self._log.warning(exc.code, "rolling back timed-out batches failed: %s", exc)
+            await asyncio.sleep(SWEEP_INTERVAL)
+
+    def _now_ms(self) -> int:
+        return to_ms(self._clock())
