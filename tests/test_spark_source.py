@@ -17,7 +17,7 @@ from spark_consumer.client import BrokerClient, Connection
 from spark_consumer.offsets import DataLoss
 from spark_consumer.source import QueueSlice, read_slice
 from tests.spark_support import batch_reader, run_available_now, stream_reader
-from tests.support import BrokerThread, ScriptedListener, broker_settings, wait_until
+from tests.support import BrokerThread, ScriptedListener, broker_settings, topic_rows, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -245,3 +245,30 @@ def test_a_broker_out_of_reach_is_named_in_the_error(call):
     with BrokerClient(Connection(address), timeout=0.5) as client, pytest.raises(BrokerUnavailable) as refused:
         call(client)
     assert f"no answer from the broker at {address} within 0.5 s" in str(refused.value)
+
+
+def test_offsets_the_sink_rolled_back_are_stepped_over_slices_ending_in_a_gap_included(spark, broker):
+    """An exactly-once batch rolled back leaves a gap in each queue it wrote to; the source reads
+    what was committed around the gaps, and a slice reads only its own offsets."""
+    with BrokerClient(Connection(broker.address)) as client:
+
+        def prepare(batch: int, prefix: str) -> list[int]:  # one call per queue: the queues take turns
+            tables = [pa.table({"body": [f"{prefix}{q}-{i}".encode() for i in range(5)]}) for q in range(4)]
+            return [r for table in tables for r in client.prepare_table("spark-q", batch, "orders", table)]
+
+        prepare(0, "gone")  # offsets 0-4 of every queue
+        client.end_batch("spark-q", 0, [], commit=False)
+        expected = send_normal(broker.address, 20, "plain")
+        client.end_batch("spark-q", 1, prepare(1, "kept"), commit=True)
+        prepare(2, "gone-too")
+        client.end_batch("spark-q", 2, [], commit=False)
+        expected += [f"kept{q}-{i}" for q in range(4) for i in range(5)] + send_normal(broker.address, 8, "tail")
+    assert bodies(batch_reader(spark, broker.address, fetchSize="3").collect()) == sorted(expected)
+    in_gap = QueueSlice(Connection(broker.address), "orders", 0, 0, 3, 4, True)
+    assert [batch.num_rows for batch in read_slice(in_gap)] == [0], (
+        "the rows a pull found past the gap are the next slice's"
+    )
+    past_gap = QueueSlice(Connection(broker.address), "orders", 0, 0, 7, 4, True)
+    offsets = [o for batch in read_slice(past_gap) for o in batch.column("queue_offset").to_pylist()]
+    stored = sorted(o for _, q, o, _ in topic_rows(broker.broker.settings.data_dir, "orders") if q == 0 and o < 7)
+    assert offsets == stored and stored and stored[0] >= 5, "the slice's messages after the gap, none past it"
