@@ -77,8 +77,11 @@ class BatchService:
         return await self._store.end_batch(producer_group, batch_id, commit, self._now_ms())
 
     async def expire(self) -> int:
-        """Roll back the ranges open longer than the timeout; return how many messages went."""
-        return await self._store.expire_ranges(self._now_ms() - self._timeout_ms)
+        """Roll back the ranges open longer than the timeout; return how many messages went.
+        Looks on a reader first, so that a broker with no batch past its time writes nothing."""
+        cutoff = self._now_ms() - self._timeout_ms
+        oldest = await self._store.query(self._store.oldest_open_range)
+        return 0 if oldest is None or oldest >= cutoff else await self._store.expire_ranges(cutoff)
 
     async def run(self) -> None:
         while True:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from broker.errors import MessageIdInUse, RangeNotOpen
 from broker.model import BatchEnd, MessageRows, OpenRange
 from broker.store.logs import LogStore
-from broker.store.sql import IN_CHUNK, OPEN_HOLDING, rows_in
+from broker.store.sql import IN_CHUNK, OPEN_HOLDING, rows_in, translated
 
 
 def roll_back_ranges(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
@@ -105,6 +105,12 @@ class BatchStore(LogStore):
             return BatchEnd(commit is not None and recorded is not None, committed, rolled_back)
 
         return await self._writer.run(work)
+
+    @translated
+    def oldest_open_range(self) -> int | None:
+        """When the oldest open range was opened (ms), or None when none is."""
+        (opened_at,) = self._reader().execute("SELECT MIN(opened_at) FROM open_ranges").fetchone()
+        return None if opened_at is None else int(opened_at)
 
     async def expire_ranges(self, opened_before_ms: int) -> int:
         """Roll back every range opened before ``opened_before_ms`` (its batch was never ended:
