@@ -68,15 +68,12 @@ class BrokerClient:
         return item_results(await self.call(method, request))
 
     def batcher(self, rpc: BatchRpc | CarriedRpc, *, linger: float) -> Batcher[Any, Any]:
-        """A Batcher for ``rpc``: on the Transact stream if it is carried there; otherwise a lone
-        item goes by the single-item RPC (the least work for the broker at one call in flight),
-        more by the batch RPC."""
+        """A Batcher for ``rpc``: on the Transact stream if it is carried there, else by its batch
+        RPC (a lone item is a batch of one)."""
 
         async def send(items: list[Any]) -> list[Any]:
             if isinstance(rpc, CarriedRpc):
                 return item_results(await self.carrier.call(rpc.field, rpc.wrap(items)))
-            if len(items) == 1:  # its error, if any, is the whole call's: the item's own
-                return [rpc.unwrap(await self.call(rpc.single, items[0]))]
             return await self.call_batch(rpc.batch, rpc.wrap(items))
 
         return Batcher(send, _byte_size, linger=linger)
@@ -96,13 +93,10 @@ def item_results(response: Any) -> list[Any]:
 
 @dataclass(frozen=True)
 class BatchRpc:
-    """A single-item RPC and its batch twin: how to wrap items into a batch request and take the
-    result out of a single reply."""
+    """A batch RPC: its name, and how to wrap items into its request."""
 
-    single: str
     batch: str
     wrap: Callable[[list[Any]], Any]
-    unwrap: Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
@@ -115,12 +109,7 @@ class CarriedRpc:
 
 HALVES = CarriedRpc("halves", lambda items: pb.SendHalfMessagesRequest(items=items))
 ENDS = CarriedRpc("ends", lambda items: pb.EndTransactionsRequest(items=items))
-SENDS = BatchRpc(
-    "SendMessage",
-    "SendMessages",
-    lambda items: pb.SendMessagesRequest(messages=[i.message for i in items]),
-    lambda r: r.result,
-)
+SENDS = BatchRpc("SendMessages", lambda items: pb.SendMessagesRequest(messages=items))
 
 
 def _byte_size(item: Any) -> int:

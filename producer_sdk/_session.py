@@ -81,7 +81,7 @@ class SessionLoop:
                 await call.write(pb.SessionUp(answer=answer))
             return
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
-            log.info("answer for %s not sent on the session (%s); using EndTransaction", check.transaction_id, exc)
+            log.info("answer for %s not sent on the session (%s); using EndTransactions", check.transaction_id, exc)
         if state is LocalTransactionState.UNKNOWN:
             return
         request = pb.EndTransactionRequest(
@@ -91,6 +91,8 @@ class SessionLoop:
             source=pb.CHECK,
         )
         try:
-            await self._client.call("EndTransaction", request)
+            (ended,) = await self._client.call_batch("EndTransactions", pb.EndTransactionsRequest(items=[request]))
+            if isinstance(ended, HalfmqError):
+                raise ended
         except HalfmqError as exc:
             log.warning("answer for %s not delivered: %s; the broker will check again", check.transaction_id, exc)

@@ -36,8 +36,7 @@ class Producer(BlockingClient):
         self._sends = self._client.batcher(SENDS, linger=linger)
 
     def send(self, msg: Message) -> SendReceipt:
-        request = pb.SendMessageRequest(message=message_to_pb(msg))
-        return receipt_from_pb(self._loop.run(self._sends.submit(request)))
+        return receipt_from_pb(self._loop.run(self._sends.submit(message_to_pb(msg))))
 
     def send_batch(self, msgs: Sequence[Message]) -> list[SendReceipt]:
         """Store all of ``msgs`` or none of them."""

@@ -19,6 +19,7 @@ from broker.config import Settings
 from broker.model import Topic
 from broker.store import DB_FILE
 from broker.store.segments import SEGMENTS_FILE
+from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk import LocalTransactionState, TransactionListener
 
 T = TypeVar("T")
@@ -114,6 +115,23 @@ class PortForwarder:
 
     def close(self) -> None:
         self._listener.close()
+
+
+def send_half(stub: Any, message: Any, producer_group: str) -> Any:
+    """One half message over the native protocol (a batch of one); its SendHalfMessageResponse.
+    Fails the test if the broker refused it."""
+    request = pb.SendHalfMessagesRequest(
+        items=[pb.SendHalfMessageRequest(message=message, producer_group=producer_group)]
+    )
+    (outcome,) = stub.SendHalfMessages(request).outcomes
+    assert outcome.WhichOneof("outcome") == "result", outcome.error
+    return outcome.result
+
+
+def end_transaction(stub: Any, request: Any) -> Any:
+    """One end over the native protocol (a batch of one); its EndTransactionOutcome."""
+    (outcome,) = stub.EndTransactions(pb.EndTransactionsRequest(items=[request])).outcomes
+    return outcome
 
 
 def topic_rows(data_dir: Path, topic: str) -> list[tuple[str, int, int, bytes]]:

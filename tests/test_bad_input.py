@@ -22,8 +22,8 @@ from producer_sdk import (
     TopicNotFound,
 )
 from producer_sdk import InvalidArgument as SdkInvalidArgument
-from producer_sdk.errors import from_rpc_error
-from tests.support import BrokerThread, broker_settings, store_snapshot
+from producer_sdk.errors import from_item_error
+from tests.support import BrokerThread, broker_settings, send_half, store_snapshot
 
 S = grpc.StatusCode
 MAX_BODY = 1024
@@ -34,12 +34,8 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerTh
     broker = BrokerThread(broker_settings(tmp_path_factory.mktemp("bad") / "data", max_body_bytes=MAX_BODY))
     with grpc.insecure_channel(broker.address) as channel:
         stub = pb_grpc.BrokerStub(channel)
-        half = stub.SendHalfMessage(
-            pb.SendHalfMessageRequest(
-                message=pb.Message(topic="orders", body=b"x", message_id="seed"), producer_group="g"
-            )
-        )
-        stub.SendMessage(pb.SendMessageRequest(message=pb.Message(topic="orders", body=b"n", message_id="taken")))
+        half = send_half(stub, pb.Message(topic="orders", body=b"x", message_id="seed"), "g")
+        stub.SendBatch(pb.SendBatchRequest(messages=[pb.Message(topic="orders", body=b"n", message_id="taken")]))
     yield broker, half.transaction_id
     broker.stop()
 
@@ -87,23 +83,23 @@ COLUMNS_CASES = [
 ]
 CASES = [
     *(("SendColumns", request, status, code) for request, status, code in COLUMNS_CASES),
-    ("SendMessage", pb.SendMessageRequest(message=msg(topic="nope")), S.NOT_FOUND, "TOPIC_NOT_FOUND"),
-    ("SendMessage", pb.SendMessageRequest(message=msg(topic=HALF_TOPIC)), S.PERMISSION_DENIED, "HIDDEN_TOPIC"),
-    ("SendMessage", pb.SendMessageRequest(message=msg(topic="")), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("SendBatch", pb.SendBatchRequest(messages=[msg(topic="nope")]), S.NOT_FOUND, "TOPIC_NOT_FOUND"),
+    ("SendBatch", pb.SendBatchRequest(messages=[msg(topic=HALF_TOPIC)]), S.PERMISSION_DENIED, "HIDDEN_TOPIC"),
+    ("SendBatch", pb.SendBatchRequest(messages=[msg(topic="")]), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
     (
-        "SendMessage",
-        pb.SendMessageRequest(message=msg(body=b"x" * (MAX_BODY + 1))),
+        "SendBatch",
+        pb.SendBatchRequest(messages=[msg(body=b"x" * (MAX_BODY + 1))]),
         S.INVALID_ARGUMENT,
         "MESSAGE_TOO_LARGE",
     ),
     (
-        "SendMessage",
-        pb.SendMessageRequest(message=msg(message_id="not valid!")),
+        "SendBatch",
+        pb.SendBatchRequest(messages=[msg(message_id="not valid!")]),
         S.INVALID_ARGUMENT,
         "INVALID_ARGUMENT",
     ),
-    ("SendMessage", pb.SendMessageRequest(message=msg(message_id="")), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
-    ("SendMessage", pb.SendMessageRequest(message=msg(keys=[""])), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("SendBatch", pb.SendBatchRequest(messages=[msg(message_id="")]), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("SendBatch", pb.SendBatchRequest(messages=[msg(keys=[""])]), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
     ("SendBatch", pb.SendBatchRequest(messages=[]), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
     (
         "SendBatch",
@@ -111,22 +107,7 @@ CASES = [
         S.PERMISSION_DENIED,
         "HIDDEN_TOPIC",
     ),
-    ("SendHalfMessage", half(msg(topic="nope")), S.NOT_FOUND, "TOPIC_NOT_FOUND"),
-    ("SendHalfMessage", half(msg(topic=HALF_TOPIC)), S.PERMISSION_DENIED, "HIDDEN_TOPIC"),
-    ("SendHalfMessage", half(msg(body=b"x" * (MAX_BODY + 1))), S.INVALID_ARGUMENT, "MESSAGE_TOO_LARGE"),
-    ("SendHalfMessage", half(msg(message_id="../etc")), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
-    ("SendHalfMessage", half(msg(), group=""), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
-    ("SendHalfMessage", half(msg(), group="bad group"), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
-    ("SendHalfMessage", half(msg(message_id="taken")), S.ALREADY_EXISTS, "MESSAGE_ID_IN_USE"),
-    ("SendHalfMessage", half(msg(message_id="seed"), group="other"), S.ALREADY_EXISTS, "MESSAGE_ID_IN_USE"),
-    ("SendMessage", pb.SendMessageRequest(message=msg(message_id="seed")), S.ALREADY_EXISTS, "MESSAGE_ID_IN_USE"),
-    ("EndTransaction", end("not-hex"), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
-    ("EndTransaction", end(UNKNOWN_TXID), S.NOT_FOUND, "TRANSACTION_NOT_FOUND"),
-    ("EndTransaction", end(TXID, group="other"), S.PERMISSION_DENIED, "PRODUCER_GROUP_MISMATCH"),
-    ("EndTransaction", end(TXID, group="other", resolution=pb.UNKNOWN), S.PERMISSION_DENIED, "PRODUCER_GROUP_MISMATCH"),
-    ("EndTransaction", end(TXID, resolution=pb.RESOLUTION_UNSPECIFIED), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
-    ("EndTransaction", end(TXID, resolution=99), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
-    ("EndTransaction", end(TXID, source=99), S.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    ("SendBatch", pb.SendBatchRequest(messages=[msg(message_id="seed")]), S.ALREADY_EXISTS, "MESSAGE_ID_IN_USE"),
     (
         "Pull",
         pb.PullRequest(topic=HALF_TOPIC, queue_id=0, offset=0, max_messages=1),
@@ -207,6 +188,28 @@ CASES = [
 ]
 
 
+# Items of the batch RPCs that take each item on its own (a single item is a batch of one): a bad
+# item gets its typed error as its outcome, and the call succeeds.
+ITEM_CASES = [
+    ("SendHalfMessages", half(msg(topic="nope")), "TOPIC_NOT_FOUND"),
+    ("SendHalfMessages", half(msg(topic=HALF_TOPIC)), "HIDDEN_TOPIC"),
+    ("SendHalfMessages", half(msg(body=b"x" * (MAX_BODY + 1))), "MESSAGE_TOO_LARGE"),
+    ("SendHalfMessages", half(msg(message_id="../etc")), "INVALID_ARGUMENT"),
+    ("SendHalfMessages", half(msg(), group=""), "INVALID_ARGUMENT"),
+    ("SendHalfMessages", half(msg(), group="bad group"), "INVALID_ARGUMENT"),
+    ("SendHalfMessages", half(msg(message_id="taken")), "MESSAGE_ID_IN_USE"),
+    ("SendHalfMessages", half(msg(message_id="seed"), group="other"), "MESSAGE_ID_IN_USE"),
+    ("EndTransactions", end("not-hex"), "INVALID_ARGUMENT"),
+    ("EndTransactions", end(UNKNOWN_TXID), "TRANSACTION_NOT_FOUND"),
+    ("EndTransactions", end(TXID, group="other"), "PRODUCER_GROUP_MISMATCH"),
+    ("EndTransactions", end(TXID, group="other", resolution=pb.UNKNOWN), "PRODUCER_GROUP_MISMATCH"),
+    ("EndTransactions", end(TXID, resolution=pb.RESOLUTION_UNSPECIFIED), "INVALID_ARGUMENT"),
+    ("EndTransactions", end(TXID, resolution=99), "INVALID_ARGUMENT"),
+    ("EndTransactions", end(TXID, source=99), "INVALID_ARGUMENT"),
+]
+BATCHES = {"SendHalfMessages": pb.SendHalfMessagesRequest, "EndTransactions": pb.EndTransactionsRequest}
+
+
 @pytest.mark.parametrize(
     ("method", "request_", "status", "code"), CASES, ids=[f"{c[0]}-{c[3]}-{i}" for i, c in enumerate(CASES)]
 )
@@ -221,6 +224,20 @@ def test_a_bad_request_gets_a_typed_error_and_changes_nothing(running, method, r
     assert refused.value.code() is status
     assert dict(refused.value.trailing_metadata())["halfmq-error"] == code
     assert refused.value.details()
+    assert store_snapshot(data_dir) == before
+
+
+@pytest.mark.parametrize(
+    ("method", "item", "code"), ITEM_CASES, ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(ITEM_CASES)]
+)
+def test_a_bad_item_gets_its_typed_error_and_changes_nothing(running, method, item, code):
+    broker, txid = running
+    data_dir: Path = broker.broker.settings.data_dir
+    before = store_snapshot(data_dir)
+    with grpc.insecure_channel(broker.address) as channel:
+        reply = getattr(pb_grpc.BrokerStub(channel), method)(BATCHES[method](items=[_with_txid(item, txid)]))
+    (outcome,) = reply.outcomes
+    assert outcome.WhichOneof("outcome") == "error" and outcome.error.code == code and outcome.error.message
     assert store_snapshot(data_dir) == before
 
 
@@ -263,7 +280,7 @@ def test_the_sdk_raises_typed_errors(running):
         with pytest.raises(SdkInvalidArgument):
             producer.send(Message(topic="orders", body=b"", message_id="bad id"))
 
-    with grpc.insecure_channel(broker.address) as channel, pytest.raises(grpc.RpcError) as refused:
-        pb_grpc.BrokerStub(channel).EndTransaction(end(txid, group="other"))
-    mismatch = from_rpc_error(refused.value)
+    with grpc.insecure_channel(broker.address) as channel:
+        reply = pb_grpc.BrokerStub(channel).EndTransactions(pb.EndTransactionsRequest(items=[end(txid, group="other")]))
+    mismatch = from_item_error(reply.outcomes[0].error)
     assert isinstance(mismatch, ProducerGroupMismatch) and "belongs to producer group 'g'" in str(mismatch)

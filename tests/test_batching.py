@@ -126,7 +126,7 @@ def test_a_batch_of_normal_messages_stores_the_good_ones_once(broker):
     ]
     with grpc.insecure_channel(broker.address) as channel:
         stub = pb_grpc.BrokerStub(channel)
-        stub.SendHalfMessage(half("h-1"))
+        stub.SendHalfMessages(pb.SendHalfMessagesRequest(items=[half("h-1")]))
         first = stub.SendMessages(pb.SendMessagesRequest(messages=messages))
         again = stub.SendMessages(pb.SendMessagesRequest(messages=messages))
         with pytest.raises(grpc.RpcError) as empty:

@@ -38,7 +38,7 @@ def test_a_pull_of_big_messages_stays_under_the_byte_budget_and_always_returns_o
         n = 0
         while len(queue_messages) < 20:  # 20 messages of 4 MiB, all in queue 0
             message = pb.Message(topic="orders", body=os.urandom(4 * MiB - 4096), message_id=f"big-{n}")
-            result = stub.SendMessage(pb.SendMessageRequest(message=message)).result
+            (result,) = stub.SendBatch(pb.SendBatchRequest(messages=[message])).results
             if result.queue_id == 0:
                 queue_messages.append(result.queue_offset)
             n += 1
@@ -75,18 +75,17 @@ def test_properties_and_keys_are_limited_and_counted_with_the_body(tmp_path):
                     topic="orders", body=b"x", message_id="p-5", properties={"REAL_TOPIC": "other"}
                 ),
             }
+            refusals = ("MESSAGE_TOO_LARGE", "INVALID_ARGUMENT")
             for name, message in cases.items():
-                for call in (
-                    lambda m: stub.SendMessage(pb.SendMessageRequest(message=m)),
-                    lambda m: stub.SendHalfMessage(pb.SendHalfMessageRequest(message=m, producer_group="g")),
-                ):
-                    with pytest.raises(grpc.RpcError) as refused:
-                        call(message)
-                    assert refused.value.code() is S.INVALID_ARGUMENT, name
-                    assert dict(refused.value.trailing_metadata())["halfmq-error"] in (
-                        "MESSAGE_TOO_LARGE",
-                        "INVALID_ARGUMENT",
-                    ), name
+                with pytest.raises(grpc.RpcError) as refused:
+                    stub.SendBatch(pb.SendBatchRequest(messages=[message]))
+                assert refused.value.code() is S.INVALID_ARGUMENT, name
+                assert dict(refused.value.trailing_metadata())["halfmq-error"] in refusals, name
+                halves = pb.SendHalfMessagesRequest(
+                    items=[pb.SendHalfMessageRequest(message=message, producer_group="g")]
+                )
+                (outcome,) = stub.SendHalfMessages(halves).outcomes
+                assert outcome.WhichOneof("outcome") == "error" and outcome.error.code in refusals, name
         assert store_snapshot(tmp_path / "data") == before
     finally:
         broker.stop()
@@ -95,7 +94,7 @@ def test_properties_and_keys_are_limited_and_counted_with_the_body(tmp_path):
 def test_a_committed_offset_beyond_the_queue_end_is_refused(broker):
     channel, stub = stub_for(broker.address)
     with channel:
-        stub.SendMessage(pb.SendMessageRequest(message=pb.Message(topic="orders", body=b"x", message_id="m-1")))
+        stub.SendBatch(pb.SendBatchRequest(messages=[pb.Message(topic="orders", body=b"x", message_id="m-1")]))
         before = store_snapshot(broker.broker.settings.data_dir)
         for offset in (2**63 - 1, 2):
             with pytest.raises(grpc.RpcError) as refused:

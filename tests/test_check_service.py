@@ -9,21 +9,13 @@ from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from halfmq_testing import free_port
 from producer_sdk import LocalTransactionState, Message, TransactionProducer
-from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, topic_rows, wait_until
+from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, send_half, topic_rows, wait_until
 
 
 def pending_txid(broker, group="g", body=b"x", born_timestamp=0):
     with grpc.insecure_channel(broker.address) as channel:
-        return (
-            pb_grpc.BrokerStub(channel)
-            .SendHalfMessage(
-                pb.SendHalfMessageRequest(
-                    message=pb.Message(topic="orders", body=body, message_id=body.hex(), born_timestamp=born_timestamp),
-                    producer_group=group,
-                )
-            )
-            .transaction_id
-        )
+        message = pb.Message(topic="orders", body=body, message_id=body.hex(), born_timestamp=born_timestamp)
+        return send_half(pb_grpc.BrokerStub(channel), message, group).transaction_id
 
 
 def state(broker, txid):
@@ -140,12 +132,7 @@ def test_many_answers_in_any_order_each_resolve_their_own_transaction(broker, cl
     with grpc.insecure_channel(broker.address) as channel:
         stub = pb_grpc.BrokerStub(channel)
         for body in bodies:
-            stub.SendHalfMessage(
-                pb.SendHalfMessageRequest(
-                    message=pb.Message(topic="orders", body=body, keys=[body.decode()], message_id=body.decode()),
-                    producer_group="g",
-                )
-            )
+            send_half(stub, pb.Message(topic="orders", body=body, keys=[body.decode()], message_id=body.decode()), "g")
     with TransactionProducer(group="g", broker=broker.address, listener=listener, check_threads=8):
         clock.advance(2)
         assert broker.check_once().checked == 200

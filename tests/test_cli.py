@@ -12,7 +12,7 @@ import pytest
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import PullConsumer
-from tests.support import store_snapshot
+from tests.support import send_half, store_snapshot
 
 
 def halfmq(broker, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -30,10 +30,8 @@ def as_json(broker, *args: str):
 
 def half(broker, body: bytes) -> str:
     with grpc.insecure_channel(broker.address) as channel:
-        request = pb.SendHalfMessageRequest(
-            message=pb.Message(topic="orders", body=body, message_id=body.hex()), producer_group="g"
-        )
-        return pb_grpc.BrokerStub(channel).SendHalfMessage(request).transaction_id
+        message = pb.Message(topic="orders", body=body, message_id=body.hex())
+        return send_half(pb_grpc.BrokerStub(channel), message, "g").transaction_id
 
 
 def test_topics_commands(broker):

@@ -64,9 +64,9 @@ def test_a_full_disk_refuses_writes_with_a_typed_error_and_the_broker_recovers_w
         with grpc.insecure_channel(broker.address) as channel:
             stub = pb_grpc.BrokerStub(channel)
 
-            def send(n: int) -> pb.SendMessageResponse:
-                return stub.SendMessage(pb.SendMessageRequest(message=pb.Message(
-                    topic="orders", body=os.urandom(BODY), message_id=f"m-{n}")))  # fmt: skip
+            def send(n: int) -> pb.SendBatchResponse:
+                return stub.SendBatch(pb.SendBatchRequest(messages=[pb.Message(
+                    topic="orders", body=os.urandom(BODY), message_id=f"m-{n}")]))  # fmt: skip
 
             filler = fill(small_disk, leave=2 << 20)
             acknowledged, refusals = [], []

@@ -27,6 +27,7 @@ from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import LocalTransactionState, Message, TransactionProducer
+from tests import support
 from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, wait_until
 
 
@@ -82,16 +83,8 @@ def raw_sessions() -> Iterator[list[RawSessions]]:
 
 def send_half(broker: BrokerThread, group: str, body: bytes, message_id: str, **fields: object) -> str:
     with grpc.insecure_channel(broker.address, options=[("grpc.max_send_message_length", 8 << 20)]) as channel:
-        return (
-            pb_grpc.BrokerStub(channel)
-            .SendHalfMessage(
-                pb.SendHalfMessageRequest(
-                    message=pb.Message(topic="orders", body=body, message_id=message_id, **fields),  # type: ignore[arg-type]
-                    producer_group=group,
-                )
-            )
-            .transaction_id
-        )
+        message = pb.Message(topic="orders", body=body, message_id=message_id, **fields)  # type: ignore[arg-type]
+        return support.send_half(pb_grpc.BrokerStub(channel), message, group).transaction_id
 
 
 def state_of(broker: BrokerThread, txid: str) -> TransactionState:

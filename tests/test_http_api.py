@@ -14,7 +14,7 @@ from broker.model import HALF_TOPIC
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import Message, PullConsumer, TransactionProducer
-from tests.support import ScriptedListener, store_snapshot, topic_rows, wait_until
+from tests.support import ScriptedListener, send_half, store_snapshot, topic_rows, wait_until
 
 
 @pytest.fixture
@@ -25,16 +25,8 @@ def http(broker):
 
 def half(broker, body: bytes = b"x", group: str = "g") -> str:
     with grpc.insecure_channel(broker.address) as channel:
-        return (
-            pb_grpc.BrokerStub(channel)
-            .SendHalfMessage(
-                pb.SendHalfMessageRequest(
-                    message=pb.Message(topic="orders", body=body, message_id=body.hex(), keys=["k"]),
-                    producer_group=group,
-                )
-            )
-            .transaction_id
-        )
+        message = pb.Message(topic="orders", body=body, message_id=body.hex(), keys=["k"])
+        return send_half(pb_grpc.BrokerStub(channel), message, group).transaction_id
 
 
 def assert_error(response: httpx.Response, status: int, code: str) -> None:

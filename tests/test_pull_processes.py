@@ -142,8 +142,8 @@ def test_a_pull_process_answers_as_the_broker_does_after_retention_deleted_messa
 
 def test_a_pull_process_serves_nothing_but_pulls(pulled):
     other = stub(f"127.0.0.1:{pull_ports(pulled)[0]}")
-    request = pb.SendMessageRequest(message=pb.Message(topic="orders", body=b"x", message_id="m-1"))
-    code, _ = answers(other.SendMessage, request)  # type: ignore[misc]
+    request = pb.SendBatchRequest(messages=[pb.Message(topic="orders", body=b"x", message_id="m-1")])
+    code, _ = answers(other.SendBatch, request)  # type: ignore[misc]
     assert code == grpc.StatusCode.UNIMPLEMENTED
 
 

@@ -21,7 +21,7 @@ from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import InvalidArgument, MessageTooLarge, Producer, PullConsumer, TopicNotFound
 from producer_sdk import Message as SdkMessage
-from tests.support import BrokerThread, broker_settings, store_snapshot
+from tests.support import BrokerThread, broker_settings, send_half, store_snapshot
 
 MAX_BODY = 4096
 PROPERTIES = pa.map_(pa.string(), pa.string())
@@ -134,11 +134,7 @@ def test_each_bad_row_is_refused_alone_and_the_rest_stored(running):
         (b"dup-in-table", b"[]", b"", b"{}", b"x", None),
     ]
     with grpc.insecure_channel(running.address) as channel:
-        half = pb_grpc.BrokerStub(channel).SendHalfMessage(
-            pb.SendHalfMessageRequest(
-                message=pb.Message(topic="orders", body=b"h", message_id="half"), producer_group="g"
-            )
-        )
+        half = send_half(pb_grpc.BrokerStub(channel), pb.Message(topic="orders", body=b"h", message_id="half"), "g")
         assert half.transaction_id
         rows.append((b"half", b"[]", b"", b"{}", b"x", "MESSAGE_ID_IN_USE"))
         before = store_snapshot(data_dir(running))

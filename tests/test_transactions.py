@@ -24,7 +24,8 @@ from producer_sdk import (
     TransactionProducer,
 )
 from producer_sdk import TransactionState as SdkState
-from tests.support import ScriptedListener, half_log, op_log, topic_rows, wait_until
+from producer_sdk.errors import from_item_error
+from tests.support import ScriptedListener, end_transaction, half_log, op_log, send_half, topic_rows, wait_until
 
 
 def committed_bodies(broker) -> list[bytes]:
@@ -78,19 +79,18 @@ def test_an_exception_in_the_local_transaction_counts_as_unknown(broker):
 
 
 def end(stub, transaction_id, resolution, source=pb.CLIENT, group="g"):
-    return stub.EndTransaction(
-        pb.EndTransactionRequest(
-            transaction_id=transaction_id, producer_group=group, resolution=resolution, source=source
-        )
+    """One end (a batch of one): its result, or its refusal raised as the SDK's typed error."""
+    request = pb.EndTransactionRequest(
+        transaction_id=transaction_id, producer_group=group, resolution=resolution, source=source
     )
+    outcome = end_transaction(stub, request)
+    if outcome.WhichOneof("outcome") == "error":
+        raise from_item_error(outcome.error)
+    return outcome.result
 
 
 def prepare(stub, body=b"x", message_id="m-1", group="g"):
-    return stub.SendHalfMessage(
-        pb.SendHalfMessageRequest(
-            message=pb.Message(topic="orders", body=body, message_id=message_id), producer_group=group
-        )
-    )
+    return send_half(stub, pb.Message(topic="orders", body=body, message_id=message_id), group)
 
 
 @pytest.fixture
@@ -112,18 +112,16 @@ def test_a_duplicate_end_transaction_leaves_one_copy(broker, stub):
 def test_a_conflicting_resolution_is_refused_naming_the_recorded_outcome(broker, stub):
     txid = prepare(stub).transaction_id
     end(stub, txid, pb.COMMIT)
-    with pytest.raises(grpc.RpcError) as refused:
+    with pytest.raises(ResolutionConflict) as refused:
         end(stub, txid, pb.ROLLBACK)
-    assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    assert "COMMITTED" in refused.value.details()
-    assert dict(refused.value.trailing_metadata())["halfmq-error"] == "RESOLUTION_CONFLICT"
+    assert "COMMITTED" in str(refused.value) and refused.value.status == "RESOLUTION_CONFLICT"
     assert committed_bodies(broker) == [b"x"]
 
 
 def test_a_rollback_cannot_be_turned_into_a_commit(broker, stub):
     txid = prepare(stub).transaction_id
     end(stub, txid, pb.ROLLBACK)
-    with pytest.raises(grpc.RpcError, match="ROLLED_BACK"):
+    with pytest.raises(ResolutionConflict, match="ROLLED_BACK"):
         end(stub, txid, pb.COMMIT, source=pb.CHECK)
     assert committed_bodies(broker) == []
 
@@ -182,7 +180,7 @@ def test_a_client_end_after_a_discard_raises_resolution_conflict(broker, clock, 
     txid = prepare(stub).transaction_id
     clock.advance(broker.broker.settings.max_half_age + 1)
     assert broker.check_once().discarded == 1
-    with pytest.raises(grpc.RpcError, match="DISCARDED"):
+    with pytest.raises(ResolutionConflict, match="DISCARDED"):
         end(stub, txid, pb.COMMIT)
     assert committed_bodies(broker) == []
 

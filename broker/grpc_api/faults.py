@@ -16,9 +16,7 @@ from broker.controls import Faults
 _SERVICE = "/halfmq.v1.Broker/"
 # RPC name -> (the fault it suffers, whether it runs before being lost, items in its request)
 _FAULTS: dict[str, tuple[str, bool, Callable[[Any], int]]] = {
-    "EndTransaction": ("drop_end_transactions", False, lambda request: 1),
     "EndTransactions": ("drop_end_transactions", False, lambda request: len(request.items)),
-    "SendHalfMessage": ("lose_half_acks", True, lambda request: 1),
     "SendHalfMessages": ("lose_half_acks", True, lambda request: len(request.items)),
     "PrepareColumns": ("lose_half_acks", True, lambda request: request.messages.count),
     "EndBatch": ("drop_end_transactions", False, lambda request: 1),

@@ -26,7 +26,7 @@ from broker.grpc_api.session import serve_session
 from broker.grpc_api.status import translate_errors
 from broker.grpc_api.transact import Call, serve_transact
 from broker.messaging import MAX_BATCH, MessagingService
-from broker.model import EndResult, Resolution, Source, single
+from broker.model import EndResult, Resolution, Source
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -87,11 +87,6 @@ class BrokerServicer(PullServicer):
         self._faults = faults
 
     @translate_errors
-    async def SendMessage(self, request: pb.SendMessageRequest, context: Any) -> pb.SendMessageResponse:
-        (stored,) = await self._messaging.send([message_from_pb(request.message)])
-        return pb.SendMessageResponse(result=send_result_to_pb(stored))
-
-    @translate_errors
     async def SendBatch(self, request: pb.SendBatchRequest, context: Any) -> pb.SendBatchResponse:
         stored = await self._messaging.send([message_from_pb(m) for m in request.messages])
         return pb.SendBatchResponse(results=[send_result_to_pb(s) for s in stored])
@@ -99,14 +94,6 @@ class BrokerServicer(PullServicer):
     @translate_errors
     async def SendColumns(self, request: pb.SendColumnsRequest, context: Any) -> pb.SendColumnsResponse:
         return appended_to_pb(await self._messaging.send_columns(columns_from_pb(request.topic, request.messages)))
-
-    @translate_errors
-    async def SendHalfMessage(self, request: pb.SendHalfMessageRequest, context: Any) -> pb.SendHalfMessageResponse:
-        return half_to_pb(await self._transactions.prepare(message_from_pb(request.message), request.producer_group))
-
-    @translate_errors
-    async def EndTransaction(self, request: pb.EndTransactionRequest, context: Any) -> pb.EndTransactionResponse:
-        return end_to_pb(single(await self._end_many([_end_item(request)])))
 
     @translate_errors
     async def SendMessages(self, request: pb.SendMessagesRequest, context: Any) -> pb.SendMessagesResponse:

@@ -110,18 +110,6 @@ class SendResult(_message.Message):
     queue_offset: int
     def __init__(self, message_id: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
 
-class SendMessageRequest(_message.Message):
-    __slots__ = ("message",)
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    message: Message
-    def __init__(self, message: _Optional[_Union[Message, _Mapping]] = ...) -> None: ...
-
-class SendMessageResponse(_message.Message):
-    __slots__ = ("result",)
-    RESULT_FIELD_NUMBER: _ClassVar[int]
-    result: SendResult
-    def __init__(self, result: _Optional[_Union[SendResult, _Mapping]] = ...) -> None: ...
-
 class SendBatchRequest(_message.Message):
     __slots__ = ("messages",)
     MESSAGES_FIELD_NUMBER: _ClassVar[int]

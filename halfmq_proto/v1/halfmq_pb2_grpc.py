@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class BrokerStub:
-    """Missing associated documentation comment in .proto file."""
+    """One way per idea: a single message, half message or end is a batch of one.
+    """
 
     def __init__(self, channel):
         """Constructor.
@@ -34,11 +35,6 @@ class BrokerStub:
         Args:
             channel: A grpc.Channel.
         """
-        self.SendMessage = channel.unary_unary(
-                '/halfmq.v1.Broker/SendMessage',
-                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessageRequest.SerializeToString,
-                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessageResponse.FromString,
-                _registered_method=True)
         self.SendBatch = channel.unary_unary(
                 '/halfmq.v1.Broker/SendBatch',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendBatchRequest.SerializeToString,
@@ -48,16 +44,6 @@ class BrokerStub:
                 '/halfmq.v1.Broker/SendColumns',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendColumnsRequest.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendColumnsResponse.FromString,
-                _registered_method=True)
-        self.SendHalfMessage = channel.unary_unary(
-                '/halfmq.v1.Broker/SendHalfMessage',
-                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessageRequest.SerializeToString,
-                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessageResponse.FromString,
-                _registered_method=True)
-        self.EndTransaction = channel.unary_unary(
-                '/halfmq.v1.Broker/EndTransaction',
-                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionRequest.SerializeToString,
-                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionResponse.FromString,
                 _registered_method=True)
         self.SendMessages = channel.unary_unary(
                 '/halfmq.v1.Broker/SendMessages',
@@ -132,16 +118,12 @@ class BrokerStub:
 
 
 class BrokerServicer:
-    """Missing associated documentation comment in .proto file."""
-
-    def SendMessage(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
+    """One way per idea: a single message, half message or end is a batch of one.
+    """
 
     def SendBatch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Plain messages, all or none.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -149,18 +131,6 @@ class BrokerServicer:
     def SendColumns(self, request, context):
         """Plain messages as columns: no per-message object on either side.
         """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def SendHalfMessage(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def EndTransaction(self, request, context):
-        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -253,11 +223,6 @@ class BrokerServicer:
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
-            'SendMessage': grpc.unary_unary_rpc_method_handler(
-                    servicer.SendMessage,
-                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessageRequest.FromString,
-                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessageResponse.SerializeToString,
-            ),
             'SendBatch': grpc.unary_unary_rpc_method_handler(
                     servicer.SendBatch,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendBatchRequest.FromString,
@@ -267,16 +232,6 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.SendColumns,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendColumnsRequest.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendColumnsResponse.SerializeToString,
-            ),
-            'SendHalfMessage': grpc.unary_unary_rpc_method_handler(
-                    servicer.SendHalfMessage,
-                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessageRequest.FromString,
-                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessageResponse.SerializeToString,
-            ),
-            'EndTransaction': grpc.unary_unary_rpc_method_handler(
-                    servicer.EndTransaction,
-                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionRequest.FromString,
-                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTransactionResponse.SerializeToString,
             ),
             'SendMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.SendMessages,
@@ -357,34 +312,8 @@ def add_BrokerServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Broker:
-    """Missing associated documentation comment in .proto file."""
-
-    @staticmethod
-    def SendMessage(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/halfmq.v1.Broker/SendMessage',
-            halfmq_dot_v1_dot_halfmq__pb2.SendMessageRequest.SerializeToString,
-            halfmq_dot_v1_dot_halfmq__pb2.SendMessageResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
+    """One way per idea: a single message, half message or end is a batch of one.
+    """
 
     @staticmethod
     def SendBatch(request,
@@ -430,60 +359,6 @@ class Broker:
             '/halfmq.v1.Broker/SendColumns',
             halfmq_dot_v1_dot_halfmq__pb2.SendColumnsRequest.SerializeToString,
             halfmq_dot_v1_dot_halfmq__pb2.SendColumnsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def SendHalfMessage(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/halfmq.v1.Broker/SendHalfMessage',
-            halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessageRequest.SerializeToString,
-            halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessageResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def EndTransaction(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/halfmq.v1.Broker/EndTransaction',
-            halfmq_dot_v1_dot_halfmq__pb2.EndTransactionRequest.SerializeToString,
-            halfmq_dot_v1_dot_halfmq__pb2.EndTransactionResponse.FromString,
             options,
             channel_credentials,
             insecure,
