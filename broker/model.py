@@ -333,7 +333,7 @@ def check_transaction_id(value: str) -> str:
 
 
 def check_batch_id(value: int) -> int:
-    """Return ``value`` if it can name a two-phase batch (at least 0), else raise InvalidArgument."""
+    """Return ``value`` if it can name an exactly-once batch (at least 0), else raise InvalidArgument."""
     if value < 0:
         raise InvalidArgument(f"batch_id must be at least 0, got {value}")
     return value

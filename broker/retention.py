@@ -122,7 +122,7 @@ class RetentionService:
     async def _expire(self, cutoffs: dict[str, int], transactions_cutoff: int | None) -> Swept:
         """Delete, queue by queue, the messages stored before their topic's cutoff (the half and
         op topics are left to their transactions), then the transactions resolved and the
-        two-phase batches committed before ``transactions_cutoff``: a step per write job, all
+        exactly-once batches committed before ``transactions_cutoff``: a step per write job, all
         queues' steps in the same group commit."""
         store = self._store
         bounds = {cutoff: await store.query(store.store_offset_at, cutoff) for cutoff in set(cutoffs.values())}

@@ -152,7 +152,7 @@ class RetentionStore(StoreBase):
         return await self._writer.run(work)
 
     async def expire_batches(self, cutoff_ms: int) -> None:
-        """Delete the markers of two-phase batches committed before ``cutoff_ms``."""
+        """Delete the markers of exactly-once batches committed before ``cutoff_ms``."""
         await self._writer.run(
             lambda conn: conn.execute("DELETE FROM committed_batches WHERE committed_at < ?", (cutoff_ms,))
         )
