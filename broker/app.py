@@ -18,6 +18,7 @@ from broker.grpc_api.servicer import BrokerServicer
 from broker.http_api import AdminContext, create_app
 from broker.http_api import create_server as create_http_server
 from broker.http_api.app import HttpServer
+from broker.kafka_txn import KafkaTxnService
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
 from broker.packer import Packer
@@ -69,6 +70,9 @@ class Broker:
             timeout=settings.batch_timeout,
             clock=self.clock,
         )
+        self.kafka_txns = KafkaTxnService(
+            self.store, self.messaging, max_body_bytes=settings.max_body_bytes, clock=self.clock
+        )
         self.checks = CheckService(
             self.store, self.transactions, self.registry, settings.check_policy, metrics=self.metrics, clock=self.clock
         )
@@ -90,6 +94,7 @@ class Broker:
             self.messaging,
             self.transactions,
             self.batches,
+            self.kafka_txns,
             self.registry,
             check_timeout=self.settings.check_timeout,
             pull_ports=pull_ports,
@@ -126,6 +131,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
         self._tasks.append(asyncio.create_task(self.retention.run()))
         self._tasks.append(asyncio.create_task(self.batches.run()))
+        self._tasks.append(asyncio.create_task(self.kafka_txns.run()))
         if self.settings.segments:
             self._tasks.append(asyncio.create_task(self.packer.run()))
         else:

@@ -8,12 +8,16 @@ in one table each (``broker.grpc_api.status``). ``code`` is the stable name sent
     │   └── MessageTooLarge      a body over the configured limit
     ├── NotFound
     │   ├── TopicNotFound        the topic does not exist
-    │   └── TransactionNotFound  no half message has this transaction id
+    │   ├── TransactionNotFound  no half message has this transaction id
+    │   └── TransactionalIdNotFound  a Kafka-model call for a transactional id never initialised
     ├── HiddenTopic              a system topic named through a data API
     ├── TopicExists              the topic exists with a different queue count
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
     ├── ResolutionConflict       the transaction was already resolved differently
     ├── MessageIdInUse           a message id already taken by another message or transaction
+    ├── ProducerFenced           a newer producer holds the transactional id (Kafka's epoch bump)
+    ├── InvalidTxnState          a Kafka-model transaction not open: ended already, or not begun
+    ├── TransactionAborted       a Kafka-model transaction the broker aborted (its timeout)
     ├── StaleReceiptHandle       a receipt handle that was acknowledged, or redelivered since
     ├── OffsetOutOfRange         a pull below a queue's low offset: retention deleted those messages
     ├── StorageFull              the disk (or the store's size limit) is full; reads still work
@@ -68,6 +72,12 @@ class RangeNotOpen(NotFound):
     code = "RANGE_NOT_OPEN"
 
 
+class TransactionalIdNotFound(NotFound):
+    """Raised when a Kafka-model call names a transactional id no producer ever initialised."""
+
+    code = "TRANSACTIONAL_ID_NOT_FOUND"
+
+
 class HiddenTopic(HalfmqError):
     """Raised when a system topic is named through a data API (send, pull, create)."""
 
@@ -96,6 +106,27 @@ class MessageIdInUse(HalfmqError):
     """Raised when a message id is already used in the topic by a different message or transaction."""
 
     code = "MESSAGE_ID_IN_USE"
+
+
+class ProducerFenced(HalfmqError):
+    """Raised when a producer calls with an epoch older than its transactional id's: another
+    producer initialised the id since, and the older one's open transaction was aborted."""
+
+    code = "PRODUCER_FENCED"
+
+
+class InvalidTxnState(HalfmqError):
+    """Raised when a Kafka-model call names a transaction that is not open: ended already (and
+    not the same way), or not begun (Kafka's INVALID_TXN_STATE)."""
+
+    code = "INVALID_TXN_STATE"
+
+
+class TransactionAborted(HalfmqError):
+    """Raised when a Kafka-model call names a transaction the broker aborted because it was open
+    longer than its producer's transaction timeout."""
+
+    code = "TRANSACTION_ABORTED"
 
 
 class StorageFull(HalfmqError):

@@ -156,11 +156,17 @@ class MessagingService(PullService):
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         check_name("consumer group", group)
+        await self.check_offset(topic, queue_id, offset)
+        await self._store.commit_consumer_offset(group, topic, queue_id, offset)
+
+    async def check_offset(self, topic: str, queue_id: int, offset: int) -> None:
+        """Raise unless ``offset`` can be a consumer's next offset of the queue: 0 up to its end."""
         self._check_queue(topic, queue_id)
         _, high = await self._store.query(self._store.queue_range, topic, queue_id)
         if not 0 <= offset <= high:
-            raise InvalidArgument(f"offset must be between 0 and the queue's end ({high}), got {offset}")
-        await self._store.commit_consumer_offset(group, topic, queue_id, offset)
+            raise InvalidArgument(
+                f"offset of {topic!r} queue {queue_id} must be between 0 and the queue's end ({high}), got {offset}"
+            )
 
     async def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
         check_name("consumer group", group)

@@ -311,6 +311,71 @@ class BatchEnd:
     rolled_back: int
 
 
+class TxnState(Enum):
+    """Where a transactional id's current or last Kafka-model transaction is."""
+
+    READY = "READY"  # initialised, no transaction yet
+    OPEN = "OPEN"
+    COMMITTED = "COMMITTED"
+    ABORTED = "ABORTED"
+
+
+class AbortedBy(Enum):
+    """Who aborted a Kafka-model transaction."""
+
+    PRODUCER = "PRODUCER"
+    FENCED = "FENCED"  # a producer with the same transactional id started
+    TIMEOUT = "TIMEOUT"  # the broker: open longer than the producer's transaction timeout
+
+
+@dataclass(frozen=True)
+class ProducerEpoch:
+    """What InitTransactions handed a producer: its epoch, the number of the id's last
+    transaction (its next is one more), and how many messages of an open one it aborted."""
+
+    epoch: int
+    txn_number: int
+    aborted_messages: int
+
+
+@dataclass(frozen=True)
+class TxnEnd:
+    """What ending a Kafka-model transaction did: ``already_ended`` when an earlier end had ended
+    it the same way (a retried end: nothing done now); messages made visible or deleted, and
+    consumer offsets written or dropped."""
+
+    already_ended: bool
+    messages: int
+    offsets: int
+
+
+@dataclass(frozen=True)
+class TransactionalId:
+    """A transactional id as operators see it: its epoch and its current or last transaction."""
+
+    transactional_id: str
+    epoch: int
+    timeout_ms: int
+    txn_number: int
+    state: TxnState
+    aborted_by: AbortedBy | None
+    began_at: int | None
+    ended_at: int | None
+    messages: int
+    offsets: int
+    committed: int
+    aborted: int
+
+
+@dataclass(frozen=True)
+class OffsetInTxn:
+    """A consumer group's next offset of a queue, sent to a Kafka-model transaction."""
+
+    topic: str
+    queue_id: int
+    offset: int
+
+
 def check_name(kind: str, value: str) -> str:
     """Return ``value`` if it is a valid topic or group name, else raise InvalidArgument."""
     if not _NAME.fullmatch(value):

@@ -7,16 +7,20 @@ from producer_sdk.errors import (
     HalfmqError,
     HiddenTopic,
     InvalidArgument,
+    InvalidTxnState,
     MessageIdInUse,
     MessageTooLarge,
     NotFound,
     OffsetOutOfRange,
+    ProducerFenced,
     ProducerGroupMismatch,
     RangeNotOpen,
     ResolutionConflict,
     StorageFull,
     TopicExists,
     TopicNotFound,
+    TransactionAborted,
+    TransactionalIdNotFound,
     TransactionNotFound,
     Unauthenticated,
 )
@@ -33,14 +37,17 @@ from producer_sdk.message import (
 )
 from producer_sdk.producer import Producer
 from producer_sdk.transaction_producer import AsyncTransactionProducer, TransactionProducer
+from producer_sdk.transactional import AsyncTransactionalProducer, TransactionalProducer
 
 __all__ = [
     "AsyncTransactionProducer",
+    "AsyncTransactionalProducer",
     "BrokerError",
     "BrokerUnavailable",
     "HalfmqError",
     "HiddenTopic",
     "InvalidArgument",
+    "InvalidTxnState",
     "LocalTransactionState",
     "Message",
     "MessageIdInUse",
@@ -48,6 +55,7 @@ __all__ = [
     "NotFound",
     "OffsetOutOfRange",
     "Producer",
+    "ProducerFenced",
     "ProducerGroupMismatch",
     "PullConsumer",
     "PullResult",
@@ -59,10 +67,13 @@ __all__ = [
     "StorageFull",
     "TopicExists",
     "TopicNotFound",
+    "TransactionAborted",
     "TransactionListener",
     "TransactionNotFound",
     "TransactionProducer",
     "TransactionSendResult",
     "TransactionState",
+    "TransactionalIdNotFound",
+    "TransactionalProducer",
     "Unauthenticated",
 ]

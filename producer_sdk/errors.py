@@ -80,6 +80,10 @@ class RangeNotOpen(NotFound):
     after the batch timeout or by a later end of the group, or never prepared in that batch."""
 
 
+class TransactionalIdNotFound(NotFound):
+    """Raised when the broker has no record of the transactional id (its store was replaced)."""
+
+
 class HiddenTopic(HalfmqError):
     """Raised when a hidden system topic is named through a data API."""
 
@@ -105,6 +109,22 @@ class OffsetOutOfRange(HalfmqError):
     (start again from the queue's ``min_offset``)."""
 
 
+class ProducerFenced(HalfmqError):
+    """Raised by every call of a transactional producer after another producer started with the
+    same ``transactional_id``; the broker aborted this one's open transaction. Close it."""
+
+
+class InvalidTxnState(HalfmqError):
+    """Raised for a transactional producer's call made in the wrong state: a send, offsets,
+    commit or abort with no transaction open (before ``begin_transaction``, or after its end),
+    or a ``begin_transaction`` while one is open (Kafka's INVALID_TXN_STATE)."""
+
+
+class TransactionAborted(HalfmqError):
+    """Raised when the broker aborted the transaction because it stayed open longer than the
+    producer's ``transaction_timeout``; nothing of it is visible. Begin a new one."""
+
+
 class BrokerError(HalfmqError):
     """Raised for any other failure the broker reports."""
 
@@ -128,6 +148,10 @@ _BY_CODE: dict[str, type[HalfmqError]] = {
     "MESSAGE_ID_IN_USE": MessageIdInUse,
     "STORAGE_FULL": StorageFull,
     "OFFSET_OUT_OF_RANGE": OffsetOutOfRange,
+    "TRANSACTIONAL_ID_NOT_FOUND": TransactionalIdNotFound,
+    "PRODUCER_FENCED": ProducerFenced,
+    "INVALID_TXN_STATE": InvalidTxnState,
+    "TRANSACTION_ABORTED": TransactionAborted,
 }
 
 

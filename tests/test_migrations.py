@@ -70,6 +70,8 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
             "op_log": sorted([(r[3], int(r[9]), r[11]) for r in logs[OP_TOPIC]], key=repr),
             "committed_batches": [],
             "open_ranges": [],
+            "transactional_ids": [],
+            "txn_offsets": [],
             "segments.db:segments": [],  # the broker's packer finds no queue with a whole segment
         }
         assert len(logs[HALF_TOPIC]) == 4 and len(logs[OP_TOPIC]) == 2
@@ -120,3 +122,41 @@ def test_v6_rolls_back_the_half_messages_of_batches_still_pending_and_drops_thei
         assert conn.execute("SELECT COUNT(*) FROM op_log").fetchone() == (ops + 1,)
         assert "batch_id" not in {row[1] for row in conn.execute("PRAGMA table_info(transactions)")}
         assert "messages" in {row[1] for row in conn.execute("PRAGMA table_info(committed_batches)")}
+
+
+def test_v7_keeps_the_open_ranges_of_batches_as_ranges_of_no_transactional_id(v1_dir):
+    conn = sqlite3.connect(v1_dir / DB_FILE, isolation_level=None)
+    db = sqlite_utils.Database(conn)
+    for target in range(2, 7):  # the store as v6 left it
+        MIGRATIONS[target](db)
+        conn.execute(f"PRAGMA user_version = {target}")
+    conn.executescript(DDL_V6_OPEN_RANGES)
+    conn.execute(
+        "INSERT INTO open_ranges (producer_group, batch_id, topic, queue_id, first_offset, end_offset, opened_at)"
+        " VALUES ('spark-q1', 3, 'orders', 0, 10, 12, 5)"
+    )
+    conn.close()
+    store = Store(v1_dir)
+    try:
+        assert store.oldest_open_range() == 5, "the batch sweep still sees it"
+    finally:
+        store.close()
+    with sqlite3.connect(v1_dir / DB_FILE) as conn:
+        assert conn.execute("SELECT producer_group, batch_id, transactional_id FROM open_ranges").fetchall() == [
+            ("spark-q1", 3, None)
+        ]
+
+
+# open_ranges as schema v6 made it, before v7 added transactional_id.
+DDL_V6_OPEN_RANGES = """
+CREATE TABLE IF NOT EXISTS open_ranges (
+    range_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    producer_group TEXT NOT NULL,
+    batch_id INTEGER NOT NULL,
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    first_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL,
+    opened_at INTEGER NOT NULL
+);
+"""

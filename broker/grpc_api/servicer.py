@@ -25,8 +25,9 @@ from broker.grpc_api.pulls import PullServicer
 from broker.grpc_api.session import serve_session
 from broker.grpc_api.status import translate_errors
 from broker.grpc_api.transact import Call, serve_transact
+from broker.kafka_txn import KafkaTxnService
 from broker.messaging import MAX_BATCH, MessagingService
-from broker.model import EndResult, Resolution, Source
+from broker.model import EndResult, OffsetInTxn, Resolution, Source
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -70,6 +71,7 @@ class BrokerServicer(PullServicer):
         messaging: MessagingService,
         transactions: TransactionService,
         batches: BatchService,
+        kafka_txns: KafkaTxnService,
         registry: ProducerRegistry,
         *,
         check_timeout: float,
@@ -82,6 +84,7 @@ class BrokerServicer(PullServicer):
         self._messaging = messaging
         self._transactions = transactions
         self._batches = batches
+        self._kafka_txns = kafka_txns
         self._registry = registry
         self._check_timeout = check_timeout
         self._faults = faults
@@ -149,6 +152,42 @@ class BrokerServicer(PullServicer):
         return pb.EndBatchResponse(
             already_committed=ended.already_committed, committed=ended.committed, rolled_back=ended.rolled_back
         )
+
+    @translate_errors
+    async def InitTransactions(self, request: pb.InitTransactionsRequest, context: Any) -> pb.InitTransactionsResponse:
+        started = await self._kafka_txns.init(request.transactional_id, request.transaction_timeout_seconds)
+        return pb.InitTransactionsResponse(
+            epoch=started.epoch, txn_number=started.txn_number, aborted_messages=started.aborted_messages
+        )
+
+    @translate_errors
+    async def SendInTransaction(
+        self, request: pb.SendInTransactionRequest, context: Any
+    ) -> pb.SendInTransactionResponse:
+        txn = request.txn
+        messages = [message_from_pb(m) for m in request.messages]
+        placed = await self._kafka_txns.send(txn.transactional_id, txn.epoch, txn.txn_number, messages)
+        return pb.SendInTransactionResponse(results=[
+            pb.SendResult(message_id=m.message_id, topic=m.topic, queue_id=queue_id, queue_offset=offset)
+            for m, (queue_id, offset) in zip(messages, placed, strict=True)
+        ])  # fmt: skip
+
+    @translate_errors
+    async def SendOffsetsToTransaction(
+        self, request: pb.SendOffsetsToTransactionRequest, context: Any
+    ) -> pb.SendOffsetsToTransactionResponse:
+        txn = request.txn
+        offsets = [OffsetInTxn(o.topic, o.queue_id, o.offset) for o in request.offsets]
+        await self._kafka_txns.send_offsets(
+            txn.transactional_id, txn.epoch, txn.txn_number, request.consumer_group, offsets
+        )
+        return pb.SendOffsetsToTransactionResponse()
+
+    @translate_errors
+    async def EndTxn(self, request: pb.EndTxnRequest, context: Any) -> pb.EndTxnResponse:
+        txn = request.txn
+        ended = await self._kafka_txns.end(txn.transactional_id, txn.epoch, txn.txn_number, request.commit)
+        return pb.EndTxnResponse(already_ended=ended.already_ended, messages=ended.messages, offsets=ended.offsets)
 
     async def _end_many(
         self, items: list[tuple[str, str, Resolution, Source] | HalfmqError]

@@ -53,13 +53,17 @@ class BatchStore(LogStore):
         def work(conn: sqlite3.Connection) -> OpenRange:
             topic = rows.topics[0]
             earlier = []
-            for message_id, range_id, group, batch in rows_in(conn, OPEN_HOLDING, rows.message_ids, topic):
+            for message_id, range_id, group, batch, transactional_id in rows_in(
+                conn, OPEN_HOLDING, rows.message_ids, topic
+            ):
                 if group != producer_group or batch > batch_id:
-                    row = rows.message_ids.index(message_id)
-                    raise MessageIdInUse(
-                        f"row {row}: message id {message_id!r} is in open range {range_id} of batch {batch} of"
-                        f" producer group {group!r}"
+                    owner = (
+                        f"batch {batch} of producer group {group!r}"
+                        if transactional_id is None
+                        else f"the open transaction of transactional id {transactional_id!r}"
                     )
+                    row = rows.message_ids.index(message_id)
+                    raise MessageIdInUse(f"row {row}: message id {message_id!r} is in open range {range_id} of {owner}")
                 earlier.append(range_id)
             if earlier:
                 roll_back_ranges(conn, f"range_id IN ({', '.join('?' * len(earlier))})", earlier)
@@ -108,14 +112,18 @@ class BatchStore(LogStore):
 
     @translated
     def oldest_open_range(self) -> int | None:
-        """When the oldest open range was opened (ms), or None when none is."""
-        (opened_at,) = self._reader().execute("SELECT MIN(opened_at) FROM open_ranges").fetchone()
+        """When the oldest open range of a batch was opened (ms), or None when none is."""
+        (opened_at,) = (
+            self._reader().execute("SELECT MIN(opened_at) FROM open_ranges WHERE transactional_id IS NULL").fetchone()
+        )
         return None if opened_at is None else int(opened_at)
 
     async def expire_ranges(self, opened_before_ms: int) -> int:
         """Roll back every range opened before ``opened_before_ms`` (its batch was never ended:
         it would hold back its queue's readers for good); return how many messages went."""
-        return await self._writer.run(lambda conn: roll_back_ranges(conn, "opened_at < ?", (opened_before_ms,)))
+        return await self._writer.run(
+            lambda conn: roll_back_ranges(conn, "transactional_id IS NULL AND opened_at < ?", (opened_before_ms,))
+        )
 
 
 def _commit_ranges(conn: sqlite3.Connection, producer_group: str, batch_id: int, range_ids: Sequence[int]) -> int:

@@ -101,7 +101,7 @@ class LogStore(StoreBase):
         refused: dict[int, HalfmqError] = {}
         for index, (topic, message_id, queue_id) in enumerate(zip(rows.topics, ids, queue_ids, strict=True)):
             if message_id in in_transactions or (topic, message_id) in held:
-                what = "a transaction" if message_id in in_transactions else "a batch not committed yet"
+                what = "a transaction" if message_id in in_transactions else "a batch or transaction not committed yet"
                 refused[index] = MessageIdInUse(f"message id {message_id!r} belongs to {what}")
                 placed.append((-1, -1))
                 continue

@@ -16,6 +16,8 @@ connection). ``PRAGMA user_version`` records the version; each migration runs on
   with the DDL): half messages of a batch still pending are rolled back (the query prepares the
   batch again when it restarts), ``transactions.batch_id`` goes, and ``committed_batches``
   counts messages.
+- v7: Kafka-model transactions: ``open_ranges.transactional_id``; the ``transactional_ids`` and
+  ``txn_offsets`` tables come with the DDL.
 """
 
 from __future__ import annotations
@@ -106,12 +108,19 @@ def _open_ranges(db: sqlite_utils.Database) -> None:
     conn.execute("COMMIT")
 
 
+def _transactional_ids(db: sqlite_utils.Database) -> None:
+    ranges = db["open_ranges"]  # an older migration may have made it as the DDL has it now
+    if ranges.exists() and "transactional_id" not in ranges.columns_dict:
+        db.conn.execute("ALTER TABLE open_ranges ADD COLUMN transactional_id TEXT")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     2: lambda db: _incremental_vacuum(db.conn),
     3: _topic_retention,
     4: _transaction_batch,
     5: _half_and_op_logs,
     6: _open_ranges,
+    7: _transactional_ids,
 }
 
 

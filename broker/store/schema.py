@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-VERSION = 6
+VERSION = 7
 
 # The half message's columns of a ``transactions`` row. Its properties are the producer's only:
 # the broker's (REAL_TOPIC and the rest) are the row's other columns. Defaults so that v5's
@@ -110,10 +110,46 @@ CREATE TABLE IF NOT EXISTS open_ranges (
     queue_id INTEGER NOT NULL,
     first_offset INTEGER NOT NULL,
     end_offset INTEGER NOT NULL,
-    opened_at INTEGER NOT NULL
+    opened_at INTEGER NOT NULL,
+    -- The Kafka-model transaction the range belongs to (``producer_group`` is then '', which no
+    -- group is named); NULL for a range of an exactly-once batch.
+    transactional_id TEXT
 );
 CREATE INDEX IF NOT EXISTS open_ranges_queue ON open_ranges (topic, queue_id, first_offset);
 CREATE INDEX IF NOT EXISTS open_ranges_group ON open_ranges (producer_group, batch_id);
+CREATE INDEX IF NOT EXISTS open_ranges_transactional ON open_ranges (transactional_id)
+    WHERE transactional_id IS NOT NULL;
+
+-- Kafka-model transactions: one row per transactional id, with its producer epoch (bumped by
+-- every InitTransactions, which fences the producer that held the id before) and its current or
+-- last transaction: ``txn_number`` counts them, ``state`` is READY (none yet), OPEN, COMMITTED or
+-- ABORTED, and ``ended_by`` says who aborted (PRODUCER, FENCED or TIMEOUT). The messages of the
+-- open transaction are open ranges of their queues; its consumer offsets wait in ``txn_offsets``.
+CREATE TABLE IF NOT EXISTS transactional_ids (
+    transactional_id TEXT PRIMARY KEY,
+    epoch INTEGER NOT NULL,
+    timeout_ms INTEGER NOT NULL,
+    txn_number INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    ended_by TEXT,
+    began_at INTEGER,
+    ended_at INTEGER,
+    messages INTEGER NOT NULL DEFAULT 0,
+    committed INTEGER NOT NULL DEFAULT 0,
+    aborted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS transactional_ids_open ON transactional_ids (began_at) WHERE state = 'OPEN';
+
+-- Consumer offsets sent to an open Kafka-model transaction: written to ``consumer_offsets`` when
+-- it commits, in the same SQLite transaction, and dropped when it aborts.
+CREATE TABLE IF NOT EXISTS txn_offsets (
+    transactional_id TEXT NOT NULL,
+    consumer_group TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    queue_offset INTEGER NOT NULL,
+    PRIMARY KEY (transactional_id, consumer_group, topic, queue_id)
+);
 
 -- Batches committed by EndBatch, each recorded in the same SQLite transaction as its commit: a
 -- batch commits at most once, however often it is replayed.

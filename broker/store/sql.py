@@ -197,7 +197,8 @@ STABLE_END = "(SELECT MIN(first_offset) FROM open_ranges WHERE topic = ?1 AND qu
 
 # The open ranges of a topic that hold one of the message ids of ``IN ({})`` (after the topic).
 OPEN_HOLDING = (
-    "SELECT m.message_id, r.range_id, r.producer_group, r.batch_id FROM messages m JOIN open_ranges r"
+    "SELECT m.message_id, r.range_id, r.producer_group, r.batch_id, r.transactional_id FROM messages m"
+    " JOIN open_ranges r"
     " ON r.topic = m.topic AND r.queue_id = m.queue_id AND m.queue_offset >= r.first_offset"
     " AND m.queue_offset < r.end_offset WHERE m.topic = ? AND m.message_id IN ({})"
 )

@@ -2,7 +2,8 @@
 
 ``Store`` is one object over one SQLite file, put together from one part per idea: ``logs``
 (topics and queue logs), ``transactions`` (half messages, resolutions, checks), ``batches``
-(exactly-once batches: open ranges of the queue logs), ``offsets`` (consumer progress), ``retention`` (deletion by age)
+(exactly-once batches: open ranges of the queue logs), ``kafka_txn`` (Kafka-model transactions:
+open ranges too, and consumer offsets), ``offsets`` (consumer progress), ``retention`` (deletion by age)
 and ``packing`` (committed messages packed for pulls, in a file of their own), over ``base``
 (the file, its writer and its readers).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from broker.store.base import DB_FILE
 from broker.store.batches import BatchStore
+from broker.store.kafka_txn import KafkaTxnStore
 from broker.store.offsets import OffsetStore
 from broker.store.packing import SegmentStore
 from broker.store.retention import RetentionStore
@@ -19,5 +21,5 @@ from broker.store.transactions import TransactionStore
 __all__ = ["DB_FILE", "Store"]
 
 
-class Store(BatchStore, TransactionStore, OffsetStore, RetentionStore, SegmentStore):
+class Store(BatchStore, KafkaTxnStore, TransactionStore, OffsetStore, RetentionStore, SegmentStore):
     """The broker's durable state in one SQLite file under ``data_dir``."""

@@ -372,6 +372,90 @@ class PullResponse(_message.Message):
     max_offset: int
     def __init__(self, messages: _Optional[_Iterable[_Union[StoredMessage, _Mapping]]] = ..., next_offset: _Optional[int] = ..., min_offset: _Optional[int] = ..., max_offset: _Optional[int] = ...) -> None: ...
 
+class InitTransactionsRequest(_message.Message):
+    __slots__ = ("transactional_id", "transaction_timeout_seconds")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_TIMEOUT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    transaction_timeout_seconds: float
+    def __init__(self, transactional_id: _Optional[str] = ..., transaction_timeout_seconds: _Optional[float] = ...) -> None: ...
+
+class InitTransactionsResponse(_message.Message):
+    __slots__ = ("epoch", "txn_number", "aborted_messages")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TXN_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    txn_number: int
+    aborted_messages: int
+    def __init__(self, epoch: _Optional[int] = ..., txn_number: _Optional[int] = ..., aborted_messages: _Optional[int] = ...) -> None: ...
+
+class TransactionRef(_message.Message):
+    __slots__ = ("transactional_id", "epoch", "txn_number")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TXN_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    epoch: int
+    txn_number: int
+    def __init__(self, transactional_id: _Optional[str] = ..., epoch: _Optional[int] = ..., txn_number: _Optional[int] = ...) -> None: ...
+
+class SendInTransactionRequest(_message.Message):
+    __slots__ = ("txn", "messages")
+    TXN_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    txn: TransactionRef
+    messages: _containers.RepeatedCompositeFieldContainer[Message]
+    def __init__(self, txn: _Optional[_Union[TransactionRef, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[Message, _Mapping]]] = ...) -> None: ...
+
+class SendInTransactionResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[SendResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[SendResult, _Mapping]]] = ...) -> None: ...
+
+class OffsetInTransaction(_message.Message):
+    __slots__ = ("topic", "queue_id", "offset")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    offset: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class SendOffsetsToTransactionRequest(_message.Message):
+    __slots__ = ("txn", "consumer_group", "offsets")
+    TXN_FIELD_NUMBER: _ClassVar[int]
+    CONSUMER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    txn: TransactionRef
+    consumer_group: str
+    offsets: _containers.RepeatedCompositeFieldContainer[OffsetInTransaction]
+    def __init__(self, txn: _Optional[_Union[TransactionRef, _Mapping]] = ..., consumer_group: _Optional[str] = ..., offsets: _Optional[_Iterable[_Union[OffsetInTransaction, _Mapping]]] = ...) -> None: ...
+
+class SendOffsetsToTransactionResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class EndTxnRequest(_message.Message):
+    __slots__ = ("txn", "commit")
+    TXN_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_FIELD_NUMBER: _ClassVar[int]
+    txn: TransactionRef
+    commit: bool
+    def __init__(self, txn: _Optional[_Union[TransactionRef, _Mapping]] = ..., commit: _Optional[bool] = ...) -> None: ...
+
+class EndTxnResponse(_message.Message):
+    __slots__ = ("already_ended", "messages", "offsets")
+    ALREADY_ENDED_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    already_ended: bool
+    messages: int
+    offsets: int
+    def __init__(self, already_ended: _Optional[bool] = ..., messages: _Optional[int] = ..., offsets: _Optional[int] = ...) -> None: ...
+
 class PackedColumn(_message.Message):
     __slots__ = ("offsets", "data")
     OFFSETS_FIELD_NUMBER: _ClassVar[int]

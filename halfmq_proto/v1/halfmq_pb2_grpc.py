@@ -70,6 +70,26 @@ class BrokerStub:
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndBatchRequest.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndBatchResponse.FromString,
                 _registered_method=True)
+        self.InitTransactions = channel.unary_unary(
+                '/halfmq.v1.Broker/InitTransactions',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.InitTransactionsRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.InitTransactionsResponse.FromString,
+                _registered_method=True)
+        self.SendInTransaction = channel.unary_unary(
+                '/halfmq.v1.Broker/SendInTransaction',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendInTransactionRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendInTransactionResponse.FromString,
+                _registered_method=True)
+        self.SendOffsetsToTransaction = channel.unary_unary(
+                '/halfmq.v1.Broker/SendOffsetsToTransaction',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendOffsetsToTransactionRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendOffsetsToTransactionResponse.FromString,
+                _registered_method=True)
+        self.EndTxn = channel.unary_unary(
+                '/halfmq.v1.Broker/EndTxn',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTxnRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTxnResponse.FromString,
+                _registered_method=True)
         self.ProducerSession = channel.stream_stream(
                 '/halfmq.v1.Broker/ProducerSession',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SessionUp.SerializeToString,
@@ -160,6 +180,30 @@ class BrokerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def EndBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def InitTransactions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendInTransaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SendOffsetsToTransaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EndTxn(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -257,6 +301,26 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.EndBatch,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndBatchRequest.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndBatchResponse.SerializeToString,
+            ),
+            'InitTransactions': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitTransactions,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.InitTransactionsRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.InitTransactionsResponse.SerializeToString,
+            ),
+            'SendInTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendInTransaction,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendInTransactionRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendInTransactionResponse.SerializeToString,
+            ),
+            'SendOffsetsToTransaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.SendOffsetsToTransaction,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendOffsetsToTransactionRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendOffsetsToTransactionResponse.SerializeToString,
+            ),
+            'EndTxn': grpc.unary_unary_rpc_method_handler(
+                    servicer.EndTxn,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.EndTxnRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.EndTxnResponse.SerializeToString,
             ),
             'ProducerSession': grpc.stream_stream_rpc_method_handler(
                     servicer.ProducerSession,
@@ -494,6 +558,114 @@ class Broker:
             '/halfmq.v1.Broker/EndBatch',
             halfmq_dot_v1_dot_halfmq__pb2.EndBatchRequest.SerializeToString,
             halfmq_dot_v1_dot_halfmq__pb2.EndBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitTransactions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/InitTransactions',
+            halfmq_dot_v1_dot_halfmq__pb2.InitTransactionsRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.InitTransactionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendInTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/SendInTransaction',
+            halfmq_dot_v1_dot_halfmq__pb2.SendInTransactionRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.SendInTransactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SendOffsetsToTransaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/SendOffsetsToTransaction',
+            halfmq_dot_v1_dot_halfmq__pb2.SendOffsetsToTransactionRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.SendOffsetsToTransactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EndTxn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/EndTxn',
+            halfmq_dot_v1_dot_halfmq__pb2.EndTxnRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.EndTxnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,128 @@
+"""Kafka-model transactions: a producer holding a transactional id sends any number of messages to
+any topics and queues, and consumer offsets, then commits them all or aborts them all.
+
+``init`` hands the id's next epoch to a new producer and aborts what the id had open (the older
+producer is fenced: its calls fail from then on). A transaction opens with its first send or
+offsets; its messages are stored at once, invisible until it commits. One open longer than its
+producer's timeout is aborted by ``run``'s sweep (Kafka's ``transaction.timeout.ms``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from broker.clock import Clock, system_clock, to_ms
+from broker.errors import HalfmqError, InvalidArgument
+from broker.messaging import MAX_BATCH, MessagingService
+from broker.model import (
+    Message,
+    MessageRows,
+    OffsetInTxn,
+    ProducerEpoch,
+    TransactionalId,
+    TxnEnd,
+    check_message,
+    check_name,
+    queue_for,
+)
+from broker.ratelog import RateLimitedLog
+from broker.store import Store
+from broker.store.sql import json_list, json_object
+
+log = logging.getLogger(__name__)
+
+MAX_TIMEOUT = 900.0  # seconds: the longest transaction timeout a producer may ask (Kafka's default cap)
+SWEEP_INTERVAL = 0.5  # seconds between looks for transactions past their timeout
+
+
+class KafkaTxnService:
+    def __init__(
+        self, store: Store, messaging: MessagingService, *, max_body_bytes: int, clock: Clock = system_clock
+    ) -> None:
+        self._store = store
+        self._messaging = messaging
+        self._max_body_bytes = max_body_bytes
+        self._clock = clock
+        self._log = RateLimitedLog(log)
+
+    async def init(self, transactional_id: str, timeout: float) -> ProducerEpoch:
+        """Start a producer on ``transactional_id``: its epoch; the id's open transaction, if
+        any, is aborted. ``timeout``: seconds a transaction may stay open (0 < t <= MAX_TIMEOUT)."""
+        check_name("transactional id", transactional_id)
+        if not 0 < timeout <= MAX_TIMEOUT:
+            raise InvalidArgument(f"transaction timeout must be above 0 and at most {MAX_TIMEOUT:g} s, got {timeout}")
+        return await self._store.init_producer(transactional_id, to_ms(timeout), self._now_ms())
+
+    async def send(
+        self, transactional_id: str, epoch: int, txn_number: int, messages: Sequence[Message]
+    ) -> list[tuple[int, int]]:
+        """Store ``messages`` in transaction ``txn_number`` of the id, all or none; each goes to
+        the queue its message id picks. Returns each one's queue and offset. Raises, naming the
+        message, the error a plain send would get; ProducerFenced, InvalidTxnState or
+        TransactionAborted for a transaction that cannot take it."""
+        check_name("transactional id", transactional_id)
+        if not 1 <= len(messages) <= MAX_BATCH:
+            raise InvalidArgument(f"a send holds 1 to {MAX_BATCH} messages, got {len(messages)}")
+        queue_ids = []
+        for index, message in enumerate(messages):
+            try:
+                check_message(message, self._max_body_bytes)
+                queue_ids.append(queue_for(message.message_id, self._store.topic(message.topic).queues))
+            except HalfmqError as exc:
+                raise type(exc)(f"message {index}: {exc}") from None
+        if len({(m.topic, m.message_id) for m in messages}) < len(messages):
+            raise InvalidArgument("a message id appears twice in the send")
+        rows = MessageRows(
+            topics=[m.topic for m in messages],
+            message_ids=[m.message_id for m in messages],
+            keys=[json_list(m.keys) for m in messages],
+            tags=[m.tags for m in messages],
+            properties=[json_object(m.properties) for m in messages],
+            bodies=[m.body for m in messages],
+            born_timestamps=[m.born_timestamp for m in messages],
+        )
+        return await self._store.send_in_txn(transactional_id, epoch, txn_number, rows, queue_ids, self._now_ms())
+
+    async def send_offsets(
+        self, transactional_id: str, epoch: int, txn_number: int, group: str, offsets: Sequence[OffsetInTxn]
+    ) -> None:
+        """Commit ``group``'s next offsets with the transaction. Each must be within its queue
+        (at most the queue's end). Raises InvalidArgument, TopicNotFound, HiddenTopic, or as ``send``."""
+        check_name("transactional id", transactional_id)
+        check_name("consumer group", group)
+        if not 1 <= len(offsets) <= MAX_BATCH:
+            raise InvalidArgument(f"1 to {MAX_BATCH} offsets at a time, got {len(offsets)}")
+        if len({(o.topic, o.queue_id) for o in offsets}) < len(offsets):
+            raise InvalidArgument("a queue appears twice among the offsets")
+        for item in offsets:
+            await self._messaging.check_offset(item.topic, item.queue_id, item.offset)
+        await self._store.add_offsets(transactional_id, epoch, txn_number, group, offsets, self._now_ms())
+
+    async def end(self, transactional_id: str, epoch: int, txn_number: int, commit: bool) -> TxnEnd:
+        """Commit or abort transaction ``txn_number``; see KafkaTxnStore.end_txn."""
+        check_name("transactional id", transactional_id)
+        return await self._store.end_txn(transactional_id, epoch, txn_number, commit, self._now_ms())
+
+    async def list(self, transactional_id: str | None = None) -> list[TransactionalId]:
+        return await self._store.query(self._store.transactional_ids, transactional_id)
+
+    async def expire(self) -> int:
+        """Abort the transactions open longer than their timeout; return how many messages went.
+        Looks on a reader first, so that a broker with none past its time writes nothing."""
+        now_ms = self._now_ms()
+        late = await self._store.query(self._store.open_txns_before, now_ms)
+        return await self._store.expire_txns(late, now_ms) if late else 0
+
+    async def run(self) -> None:
+        while True:
+            try:
+                if expired := await self.expire():
+                    log.warning("aborted transactions open over their timeout: %d messages deleted", expired)
+            except HalfmqError as exc:  # the store failed this time: try again next time
+                self._log.warning(exc.code, "aborting timed-out transactions failed: %s", exc)
+            await asyncio.sleep(SWEEP_INTERVAL)
+
+    def _now_ms(self) -> int:
+        return to_ms(self._clock())
