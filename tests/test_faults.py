@@ -24,6 +24,7 @@ from producer_sdk import (
     Message,
     Producer,
     PullConsumer,
+    TransactionalProducer,
     TransactionListener,
     TransactionProducer,
     TransactionState,
@@ -263,3 +264,71 @@ def test_a_broker_killed_during_exactly_once_batches_loses_and_duplicates_nothin
     assert query(data_dir, "SELECT COUNT(*), SUM(messages) FROM committed_batches") == [
         (batches, batches * tables * rows)
     ]
+
+
+@pytest.mark.slow
+def test_a_broker_killed_during_kafka_model_commits_leaves_each_transaction_all_or_none(tmp_path):
+    """Four transactional producers commit transactions of six messages over two topics while
+    the broker is SIGKILLed and restarted four times. A producer whose call fails for good is
+    replaced by a new one with the same transactional id (which aborts what the old one left)."""
+    broker = BrokerProcess(tmp_path / "data", "--topic", "payments:3", "--topic", "audit:2")
+    broker.start()
+    producers, size, kills = 4, 6, 4
+    killed = threading.Event()
+    acknowledged: set[str] = set()
+    attempted: list[str] = []
+    replaced: list[str] = []
+
+    def killer() -> None:
+        rng = random.Random(7)
+        for _ in range(kills):
+            time.sleep(rng.uniform(0.4, 1.0))
+            broker.kill()
+            broker.start()
+        time.sleep(0.5)
+        killed.set()
+
+    def produce(n: int) -> None:
+        transactional_id = f"load-{n}"
+        producer = TransactionalProducer(transactional_id=transactional_id, broker=broker.address, timeout=30)
+        serial = 0
+        while not killed.is_set():
+            serial += 1
+            name = f"{transactional_id}/{serial}"
+            attempted.append(name)
+            try:
+                with producer.transaction():
+                    for i in range(size):
+                        producer.send(Message(topic=("payments", "audit")[i % 2], body=f"{name}/{i}".encode()))
+                acknowledged.add(name)
+            except HalfmqError:
+                replaced.append(name)
+                producer.close()
+                producer = TransactionalProducer(transactional_id=transactional_id, broker=broker.address, timeout=30)
+        producer.close()
+
+    try:
+        with ThreadPoolExecutor(producers + 1) as pool:
+            for future in [pool.submit(killer), *(pool.submit(produce, n) for n in range(producers))]:
+                future.result()
+        published: Counter[bytes] = Counter()
+        with PullConsumer(group="check", broker=broker.address) as consumer:
+            for topic in ("payments", "audit"):
+                for queue, (low, _) in consumer.queue_offsets(topic).items():
+                    offset = low
+                    while (
+                        pulled := consumer.pull(topic, queue_id=queue, offset=offset, max_messages=1024)
+                    ).next_offset > offset:
+                        published.update(m.body for m in pulled.messages)
+                        offset = pulled.next_offset
+        restarts = broker.log.read_text().count("serving gRPC") - 1
+        open_ranges = query(broker.data_dir, "SELECT COUNT(*) FROM open_ranges")
+    finally:
+        broker.stop()
+    print(f"{len(attempted)} transactions, {len(acknowledged)} acknowledged, {restarts} SIGKILLs, replaced: {replaced}")
+    assert restarts == kills
+    assert set(published.values()) <= {1}, "no message twice"
+    per_txn = Counter(body.decode().rsplit("/", 1)[0] for body in published)
+    assert set(per_txn.values()) <= {size}, "every transaction all or none"
+    assert acknowledged <= set(per_txn), "every acknowledged commit visible"
+    assert open_ranges == [(0,)]

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from broker.model import HALF_TOPIC
-from producer_sdk import LocalTransactionState, Message, Producer, TransactionProducer
+from producer_sdk import LocalTransactionState, Message, Producer, TransactionalProducer, TransactionProducer
 from producer_sdk.errors import BrokerUnavailable
 from spark_consumer.client import BrokerClient, Connection
 from spark_consumer.offsets import DataLoss
@@ -272,3 +272,28 @@ def test_offsets_the_sink_rolled_back_are_stepped_over_slices_ending_in_a_gap_in
     offsets = [o for batch in read_slice(past_gap) for o in batch.column("queue_offset").to_pylist()]
     stored = sorted(o for _, q, o, _ in topic_rows(broker.broker.settings.data_dir, "orders") if q == 0 and o < 7)
     assert offsets == stored and stored and stored[0] >= 5, "the slice's messages after the gap, none past it"
+
+
+def test_a_kafka_model_transaction_is_read_all_or_none(spark, broker):
+    """Spark reads none of an open transaction's messages, on two topics of several queues, all of
+    them once it commits, and none of an aborted one."""
+    with Producer(broker=broker.address) as producer:
+        producer.create_topic("payments", 3)
+    plain = send_normal(broker.address, 4, "plain")
+
+    def read() -> list[str]:
+        return bodies(batch_reader(spark, broker.address, topics="orders,payments").collect())
+
+    sent = [f"t{i}" for i in range(12)]
+    with TransactionalProducer(transactional_id="spark-reader", broker=broker.address) as producer:
+        producer.begin_transaction()
+        for body in sent:
+            producer.send(Message(topic=("orders", "payments")[int(body[1:]) % 2], body=body.encode()))
+        assert read() == sorted(plain)
+        producer.commit_transaction()
+        assert read() == sorted(plain + sent)
+        with pytest.raises(RuntimeError), producer.transaction():
+            for i in range(6):
+                producer.send(Message(topic=("orders", "payments")[i % 2], body=f"aborted{i}".encode()))
+            raise RuntimeError("abort it")
+    assert read() == sorted(plain + sent)
