@@ -51,6 +51,7 @@ class Broker:
         self.metrics = Metrics()
         self.store = Store(settings.data_dir, flush=settings.flush, on_commit=self.metrics.group_commit)
         self.metrics.watch_half_messages(self.store.pending_count)
+        self.metrics.watch_open_transactions(self.store.open_txn_count)
         self.metrics.watch_store(self.store.usage, self.store.low_offsets)
         self.registry = ProducerRegistry()
         self.packer = Packer(self.store, segment_to_pb, metrics=self.metrics)
@@ -71,7 +72,7 @@ class Broker:
             clock=self.clock,
         )
         self.kafka_txns = KafkaTxnService(
-            self.store, self.messaging, max_body_bytes=settings.max_body_bytes, clock=self.clock
+            self.store, self.messaging, max_body_bytes=settings.max_body_bytes, metrics=self.metrics, clock=self.clock
         )
         self.checks = CheckService(
             self.store, self.transactions, self.registry, settings.check_policy, metrics=self.metrics, clock=self.clock

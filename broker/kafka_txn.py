@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import HalfmqError, InvalidArgument
 from broker.messaging import MAX_BATCH, MessagingService
+from broker.metrics import Metrics
 from broker.model import (
     Message,
     MessageRows,
@@ -39,9 +40,16 @@ SWEEP_INTERVAL = 0.5  # seconds between looks for transactions past their timeou
 
 class KafkaTxnService:
     def __init__(
-        self, store: Store, messaging: MessagingService, *, max_body_bytes: int, clock: Clock = system_clock
+        self,
+        store: Store,
+        messaging: MessagingService,
+        *,
+        max_body_bytes: int,
+        metrics: Metrics | None = None,
+        clock: Clock = system_clock,
     ) -> None:
         self._store = store
+        self._metrics = metrics
         self._messaging = messaging
         self._max_body_bytes = max_body_bytes
         self._clock = clock
@@ -53,7 +61,10 @@ class KafkaTxnService:
         check_name("transactional id", transactional_id)
         if not 0 < timeout <= MAX_TIMEOUT:
             raise InvalidArgument(f"transaction timeout must be above 0 and at most {MAX_TIMEOUT:g} s, got {timeout}")
-        return await self._store.init_producer(transactional_id, to_ms(timeout), self._now_ms())
+        started = await self._store.init_producer(transactional_id, to_ms(timeout), self._now_ms())
+        if started.aborted:
+            self._count("fenced")
+        return started
 
     async def send(
         self, transactional_id: str, epoch: int, txn_number: int, messages: Sequence[Message]
@@ -103,26 +114,38 @@ class KafkaTxnService:
     async def end(self, transactional_id: str, epoch: int, txn_number: int, commit: bool) -> TxnEnd:
         """Commit or abort transaction ``txn_number``; see KafkaTxnStore.end_txn."""
         check_name("transactional id", transactional_id)
-        return await self._store.end_txn(transactional_id, epoch, txn_number, commit, self._now_ms())
+        ended = await self._store.end_txn(transactional_id, epoch, txn_number, commit, self._now_ms())
+        if not ended.already_ended:
+            self._count("committed" if commit else "aborted")
+        return ended
 
     async def list(self, transactional_id: str | None = None) -> list[TransactionalId]:
         return await self._store.query(self._store.transactional_ids, transactional_id)
 
-    async def expire(self) -> int:
-        """Abort the transactions open longer than their timeout; return how many messages went.
-        Looks on a reader first, so that a broker with none past its time writes nothing."""
+    async def expire(self) -> tuple[int, int]:
+        """Abort the transactions open longer than their timeout; return how many, and how many
+        messages went. Looks on a reader first, so that a broker with none past its time writes nothing."""
         now_ms = self._now_ms()
         late = await self._store.query(self._store.open_txns_before, now_ms)
-        return await self._store.expire_txns(late, now_ms) if late else 0
+        if not late:
+            return 0, 0
+        aborted, deleted = await self._store.expire_txns(late, now_ms)
+        self._count("timed_out", aborted)
+        return aborted, deleted
 
     async def run(self) -> None:
         while True:
             try:
-                if expired := await self.expire():
-                    log.warning("aborted transactions open over their timeout: %d messages deleted", expired)
+                aborted, deleted = await self.expire()
+                if aborted:
+                    log.warning("aborted %d transactions open over their timeout (%d messages)", aborted, deleted)
             except HalfmqError as exc:  # the store failed this time: try again next time
                 self._log.warning(exc.code, "aborting timed-out transactions failed: %s", exc)
             await asyncio.sleep(SWEEP_INTERVAL)
+
+    def _count(self, outcome: str, count: int = 1) -> None:
+        if self._metrics is not None and count:
+            self._metrics.transactions_ended(outcome, count)
 
     def _now_ms(self) -> int:
         return to_ms(self._clock())

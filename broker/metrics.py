@@ -61,6 +61,15 @@ class Metrics:
         self._packed = Counter(
             "halfmq_packed_messages", "Committed messages packed into segments for pulls", registry=self.registry
         )
+        self._txn_ended = Counter(
+            "halfmq_kafka_transactions_ended",
+            "Kafka-model transactions ended: committed, or aborted by their producer, by fencing or by their timeout",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self._txn_open = Gauge(
+            "halfmq_kafka_transactions_open", "Kafka-model transactions open", registry=self.registry
+        )
         self._batch = Histogram(
             "halfmq_store_group_commit_jobs",
             "Write jobs per group commit",
@@ -106,6 +115,15 @@ class Metrics:
             self._resolved[state].inc(count)
         for _, seconds in resolutions:
             self._finish.observe(max(seconds, 0.0))
+
+    def watch_open_transactions(self, count: Callable[[], int]) -> None:
+        """Read the number of open Kafka-model transactions when scraped."""
+        self._txn_open.set_function(count)
+
+    def transactions_ended(self, outcome: str, count: int = 1) -> None:
+        """Count Kafka-model transactions ended: ``committed``, ``aborted`` (by the producer),
+        ``fenced`` or ``timed_out``."""
+        self._txn_ended.labels(outcome=outcome).inc(count)
 
     def check(self, outcome: str, count: int = 1) -> None:
         self._checks.labels(outcome=outcome).inc(count)

@@ -331,10 +331,12 @@ class AbortedBy(Enum):
 @dataclass(frozen=True)
 class ProducerEpoch:
     """What InitTransactions handed a producer: its epoch, the number of the id's last
-    transaction (its next is one more), and how many messages of an open one it aborted."""
+    transaction (its next is one more), and whether it aborted one the id had open (with how
+    many messages)."""
 
     epoch: int
     txn_number: int
+    aborted: bool
     aborted_messages: int
 
 

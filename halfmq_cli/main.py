@@ -51,6 +51,12 @@ TXN_COLUMNS = (
 )  # fmt: skip
 
 
+KAFKA_TXN_COLUMNS = (
+    "transactional_id", "epoch", "txn_number", "state", "aborted_by", "age", "messages", "offsets", "committed",
+    "aborted",
+)  # fmt: skip
+
+
 def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
     """Carry out the command; return (JSON result, human text)."""
     resource, action = args.resource, args.action
@@ -85,6 +91,13 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
             return detail, f"{fields}\nchecks:\n{checks}"
         result = client.post(f"/transactions/{args.id}/{action}")
         return result, f"transaction {args.id} is {result['state']}"
+    if resource == "transactional-ids":
+        if action == "show":
+            detail = client.get(f"/transactional-ids/{args.id}")
+            return detail, "\n".join(f"{k}: {v}" for k, v in detail.items())
+        page = client.get("/transactional-ids", state=args.state, limit=args.limit, offset=args.offset)
+        rows = [{**t, "age": t["age_seconds"] and f"{t['age_seconds']:.1f}s"} for t in page["items"]]
+        return page, f"{table(rows, KAFKA_TXN_COLUMNS)}\n{page['total']} in all"
     if resource == "consumers":
         rows = client.get("/consumers", limit=1000)["items"]
         if action == "lag":
@@ -150,6 +163,15 @@ def parser() -> argparse.ArgumentParser:
         ("resume", "make a discarded transaction pending again"),
     ):
         command(txns, action, help=text).add_argument("id")
+
+    kafka_txns = command(
+        resources, "transactional-ids", help="Kafka-model producers: epochs and their transactions"
+    ).add_subparsers(dest="action", required=True)
+    ids = command(kafka_txns, "list", help="list transactional ids and their current or last transaction")
+    ids.add_argument("--state", choices=["READY", "OPEN", "COMMITTED", "ABORTED"], help="only those in this state")
+    ids.add_argument("--limit", type=int, default=100)
+    ids.add_argument("--offset", type=int, default=0)
+    command(kafka_txns, "show", help="one transactional id").add_argument("id")
 
     consumers = command(resources, "consumers", help="consumer offsets and lag").add_subparsers(
         dest="action", required=True

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from producer_sdk import Message, TransactionProducer
+from producer_sdk import Message, TransactionalProducer, TransactionProducer
 from tests.support import BrokerThread, ScriptedListener, broker_settings
 
 CHROMIUM = "/usr/bin/chromium"
@@ -58,6 +58,15 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
         with TransactionProducer(group="gone", broker=live_broker.address, listener=ScriptedListener("UNKNOWN")) as p:
             for i in range(3):  # these stay pending: their producer group goes offline
                 p.send_message_in_transaction(Message(topic="orders", body=b"pending", keys=[f"p{i}"]))
+        with (
+            TransactionalProducer(transactional_id="etl-done", broker=live_broker.address) as done,
+            done.transaction(),
+        ):
+            done.send(Message(topic="orders", body=b"kafka-model"))
+        with TransactionalProducer(transactional_id="etl-open", broker=live_broker.address) as left_open:
+            left_open.begin_transaction()  # left open: the broker aborts it after a minute
+            for _ in range(2):
+                left_open.send(Message(topic="orders", body=b"kafka-model"))
 
     sender = threading.Thread(target=traffic)
     sender.start()
@@ -81,6 +90,9 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
             page.wait_for_selector("tr.pending-row", timeout=30_000)
             page.wait_for_function("() => document.querySelectorAll('tr.pending-row').length === 3", timeout=30_000)
             assert "orphaned" in page.inner_text("#pending-rows")
+            page.wait_for_function("() => document.querySelectorAll('tr.kafka-row').length === 2", timeout=30_000)
+            kafka = page.inner_text("#kafka-rows")
+            assert "etl-open" in kafka and "OPEN" in kafka and "COMMITTED" in kafka
             assert int(page.inner_text("#committed")) >= first_total > 0
             assert page.inner_text("#health") == "ok"
             assert "orders" in page.inner_text("#topic-rows")

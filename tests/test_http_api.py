@@ -13,7 +13,7 @@ import pytest
 from broker.model import HALF_TOPIC
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk import Message, PullConsumer, TransactionProducer
+from producer_sdk import Message, PullConsumer, TransactionalProducer, TransactionProducer
 from tests.support import ScriptedListener, send_half, store_snapshot, topic_rows, wait_until
 
 
@@ -198,6 +198,7 @@ def test_the_dashboard_and_its_assets_are_served_by_the_broker(http):
 @pytest.mark.slow
 def test_schemathesis_finds_no_server_error(broker, tmp_path: Path):
     half(broker)
+    TransactionalProducer(transactional_id="etl", broker=broker.address).close()  # a transactional id to list
     result = subprocess.run(
         [sys.executable, "-m", "schemathesis.cli", "run", f"{broker.http}/openapi.json",
          "--checks", "not_a_server_error", "--max-examples", "25", "--generation-deterministic", "--no-color",

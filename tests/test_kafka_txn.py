@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import httpx
 import pytest
 
 from broker.model import Topic
@@ -311,3 +312,48 @@ def test_consume_transform_produce_survives_sigkills_of_the_transform_exactly_on
     (etl,) = broker.run(broker.broker.kafka_txns.list("orders-etl-1"))
     assert etl.epoch == 5, "every restart fenced the instance before it"
     print(f"{orders} orders, {len(points)} SIGKILLs, {etl.committed} transactions committed, {etl.aborted} aborted")
+
+
+def test_admin_api_cli_and_metrics_show_transactional_ids(broker, clock):
+    with (
+        TransactionalProducer(transactional_id="done", broker=broker.address) as done,
+        TransactionalProducer(transactional_id="open", broker=broker.address, transaction_timeout=30) as left_open,
+    ):
+        with done.transaction():
+            done.send(Message(topic="payments", body=b"p"))
+        left_open.begin_transaction()
+        for _ in range(3):
+            left_open.send(Message(topic="audit", body=b"a"))
+        left_open.send_offsets_to_transaction({("orders", 0): 0}, group="etl")
+        clock.advance(2.5)
+        with httpx.Client(base_url=broker.http) as http:
+            listing = http.get("/transactional-ids").json()
+            assert [i["transactional_id"] for i in listing["items"]] == ["done", "open"]
+            opened = http.get("/transactional-ids", params={"state": "OPEN"}).json()["items"]
+            assert [(i["transactional_id"], i["messages"], i["offsets"], i["epoch"]) for i in opened] == [
+                ("open", 3, 1, 0)
+            ]
+            assert opened[0]["age_seconds"] == pytest.approx(2.5, abs=0.2) and opened[0]["timeout_seconds"] == 30
+            detail = http.get("/transactional-ids/done").json()
+            assert (detail["state"], detail["committed"], detail["age_seconds"]) == ("COMMITTED", 1, None)
+            missing = http.get("/transactional-ids/nobody")
+            assert missing.status_code == 404 and missing.json()["error"]["code"] == "TRANSACTIONAL_ID_NOT_FOUND"
+            bad_state = http.get("/transactional-ids", params={"state": "LOST"})
+            assert bad_state.status_code == 422 and bad_state.json()["error"]["code"] == "INVALID_ARGUMENT"
+            metrics = http.get("/metrics").text
+        assert "halfmq_kafka_transactions_open 1.0" in metrics
+        assert 'halfmq_kafka_transactions_ended_total{outcome="committed"} 1.0' in metrics
+        cli = subprocess.run(
+            [sys.executable, "-m", "halfmq_cli", "--url", broker.http, "transactional-ids", "list", "--state", "OPEN"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert "open" in cli.stdout and "OPEN" in cli.stdout and "1 in all" in cli.stdout
+    with TransactionalProducer(transactional_id="open", broker=broker.address):
+        pass  # fences the one left open, aborting its transaction
+    with httpx.Client(base_url=broker.http) as http:
+        fenced = http.get("/transactional-ids/open").json()
+        assert (fenced["state"], fenced["aborted_by"], fenced["epoch"]) == ("ABORTED", "FENCED", 1)
+        assert 'halfmq_kafka_transactions_ended_total{outcome="fenced"} 1.0' in http.get("/metrics").text

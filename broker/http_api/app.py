@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from broker.clock import to_ms
 from broker.errors import HalfmqError
-from broker.http_api import consumers, controls, topics, transactions
+from broker.http_api import consumers, controls, topics, transactional_ids, transactions
 from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.limits import TIMEOUT_KEEP_ALIVE, BoundedH11Protocol, RequestGate
 from broker.http_api.schemas import Health, Stats
@@ -45,12 +45,13 @@ def create_app(context: AdminContext) -> FastAPI:
         redoc_url=None,  # its page fetches a logo from a CDN
         title="halfmq admin API",
         version="1",
-        description="Topics, pending half messages and their checks, operator actions, consumer lag. With an auth"
+        description="Topics, pending half messages and their checks, operator actions, Kafka-model transactional"
+        " ids, consumer lag. With an auth"
         " token set, every path but /healthz needs `Authorization: Bearer <token>`.",
         dependencies=[Depends(HTTPBearer(auto_error=False))],  # shows the token field in /docs; RequestGate checks it
     )
     app.state.context = context
-    for router in (topics.router, transactions.router, consumers.router, controls.router):
+    for router in (topics.router, transactions.router, transactional_ids.router, consumers.router, controls.router):
         app.include_router(router)
 
     @app.exception_handler(HalfmqError)

@@ -8,7 +8,16 @@ from fastapi import Query
 from pydantic import BaseModel, Field
 
 from broker.clock import to_ms
-from broker.model import MAX_QUEUES, MAX_RETENTION, CheckRecord, Transaction, TransactionState
+from broker.model import (
+    MAX_QUEUES,
+    MAX_RETENTION,
+    AbortedBy,
+    CheckRecord,
+    Transaction,
+    TransactionalId,
+    TransactionState,
+    TxnState,
+)
 from broker.transaction.check import CheckPolicy
 
 T = TypeVar("T")
@@ -111,6 +120,43 @@ class TransactionDetail(TransactionOut):
     properties: dict[str, str]
     body_size: int
     checks: list[CheckOut]
+
+
+class TransactionalIdOut(BaseModel):
+    """A Kafka-model producer's transactional id: its epoch and its current or last transaction."""
+
+    transactional_id: str
+    epoch: int = Field(description="the producer epoch of the producer holding the id; older ones are fenced")
+    txn_number: int = Field(description="the number of the id's current or last transaction")
+    state: TxnState = Field(description="of that transaction; READY when the id has had none")
+    aborted_by: AbortedBy | None = Field(description="ABORTED only: the producer, fencing, or the timeout")
+    began_at: EpochMs | None
+    ended_at: EpochMs | None
+    age_seconds: float | None = Field(description="OPEN only: seconds since the transaction began")
+    timeout_seconds: float = Field(description="how long a transaction of this producer may stay open")
+    messages: int = Field(description="messages sent in that transaction")
+    offsets: int = Field(description="OPEN only: consumer offsets waiting to commit with it")
+    committed: int = Field(description="transactions of the id committed in all")
+    aborted: int = Field(description="transactions of the id aborted in all")
+
+    @classmethod
+    def of(cls, given: TransactionalId, now_ms: int) -> TransactionalIdOut:
+        is_open = given.state is TxnState.OPEN and given.began_at is not None
+        return cls(
+            transactional_id=given.transactional_id,
+            epoch=given.epoch,
+            txn_number=given.txn_number,
+            state=given.state,
+            aborted_by=given.aborted_by,
+            began_at=given.began_at,
+            ended_at=given.ended_at,
+            age_seconds=max(now_ms - given.began_at, 0) / 1000 if is_open and given.began_at is not None else None,
+            timeout_seconds=given.timeout_ms / 1000,
+            messages=given.messages,
+            offsets=given.offsets,
+            committed=given.committed,
+            aborted=given.aborted,
+        )
 
 
 class ConsumerOut(BaseModel):

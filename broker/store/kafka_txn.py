@@ -51,14 +51,15 @@ class KafkaTxnStore(LogStore):
                     " VALUES (?, 0, ?, 0, ?)",
                     (transactional_id, timeout_ms, TxnState.READY.value),
                 )
-                return ProducerEpoch(0, 0, 0)
+                return ProducerEpoch(0, 0, False, 0)
             epoch, txn_number, state, _ = row
-            aborted = _abort(conn, transactional_id, AbortedBy.FENCED, now_ms) if state == TxnState.OPEN.value else 0
+            was_open = state == TxnState.OPEN.value
+            aborted = _abort(conn, transactional_id, AbortedBy.FENCED, now_ms) if was_open else 0
             conn.execute(
                 "UPDATE transactional_ids SET epoch = ?, timeout_ms = ? WHERE transactional_id = ?",
                 (epoch + 1, timeout_ms, transactional_id),
             )
-            return ProducerEpoch(epoch + 1, txn_number, aborted)
+            return ProducerEpoch(epoch + 1, txn_number, was_open, aborted)
 
         return await self._writer.run(work)
 
@@ -160,6 +161,12 @@ class KafkaTxnStore(LogStore):
         return await self._writer.run(work)
 
     @translated
+    def open_txn_count(self) -> int:
+        """How many Kafka-model transactions are open."""
+        (count,) = self._reader().execute("SELECT COUNT(*) FROM transactional_ids WHERE state = 'OPEN'").fetchone()
+        return int(count)
+
+    @translated
     def open_txns_before(self, began_before_ms: int) -> list[tuple[str, int]]:
         """The transactional ids and numbers of transactions open since before ``began_before_ms``
         plus their own timeout: those the broker is to abort."""
@@ -172,19 +179,21 @@ class KafkaTxnStore(LogStore):
             )
         ]
 
-    async def expire_txns(self, txns: Sequence[tuple[str, int]], now_ms: int) -> int:
-        """Abort each of ``txns`` (transactional id, number) still open; return how many messages went."""
+    async def expire_txns(self, txns: Sequence[tuple[str, int]], now_ms: int) -> tuple[int, int]:
+        """Abort each of ``txns`` (transactional id, number) still open; return how many were,
+        and how many messages went."""
 
-        def work(conn: sqlite3.Connection) -> int:
-            deleted = 0
+        def work(conn: sqlite3.Connection) -> tuple[int, int]:
+            aborted = deleted = 0
             for transactional_id, txn_number in txns:
                 still = conn.execute(
                     "SELECT 1 FROM transactional_ids WHERE transactional_id = ? AND txn_number = ? AND state = 'OPEN'",
                     (transactional_id, txn_number),
                 ).fetchone()
                 if still is not None:
+                    aborted += 1
                     deleted += _abort(conn, transactional_id, AbortedBy.TIMEOUT, now_ms)
-            return deleted
+            return aborted, deleted
 
         return await self._writer.run(work)
 

@@ -92,8 +92,9 @@ function rates(key) {
 
 async function refresh() {
   try {
-    const [health, stats, pending, topics, consumers] = await Promise.all([
+    const [health, stats, pending, topics, consumers, kafka] = await Promise.all([
       get("/healthz"), get("/stats"), get("/transactions?state=PENDING&limit=50"), get("/topics"), get("/consumers"),
+      get("/transactional-ids?limit=50"),
     ]);
     $("health").textContent = health.status; $("health").className = "pill ok";
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
@@ -116,6 +117,14 @@ async function refresh() {
         <td>${t.next_check_at === null ? "–" : `in ${seconds((t.next_check_at - stats.time) / 1000)}`}</td>
         <td>${t.orphaned ? `<span class="orphaned">orphaned: no producer online; discarded in ${seconds((t.discard_at - stats.time) / 1000)}</span>` : ""}</td></tr>`).join("")
       : '<tr><td colspan="7" class="muted">none</td></tr>';
+
+    $("kafka-total").textContent = `(${kafka.total})`;
+    $("kafka-rows").innerHTML = kafka.items.length ? kafka.items.map((k) => `<tr class="kafka-row">
+        <td><code>${escape(k.transactional_id)}</code></td><td>${k.epoch}</td><td>${k.txn_number}</td>
+        <td>${k.state}${k.aborted_by ? ` (${k.aborted_by.toLowerCase()})` : ""}</td>
+        <td>${k.age_seconds === null ? "–" : seconds(k.age_seconds)}</td><td>${k.messages}</td><td>${k.offsets}</td>
+        <td>${k.committed}</td><td>${k.aborted}</td></tr>`).join("")
+      : '<tr><td colspan="9" class="muted">none</td></tr>';
 
     const queueLists = await Promise.all(topics.items.map((t) => get(`/topics/${encodeURIComponent(t.name)}/queues`)));
     $("topic-rows").innerHTML = topics.items.flatMap((t, i) => queueLists[i].map((q) =>
