@@ -33,20 +33,24 @@ class ControlledClock:
 @dataclass
 class Faults:
     """What the next calls will suffer: ends lost before they are recorded, half messages
-    stored whose acknowledgement is lost, and a wait before each check round delivers."""
+    stored whose acknowledgement is lost, sends of Kafka-model transactions lost before they are
+    stored, commits of Kafka-model transactions stored before the broker is killed, and a wait
+    before each check round delivers."""
 
     drop_end_transactions: int = 0
     lose_half_acks: int = 0
+    drop_txn_sends: int = 0
+    crash_in_commits: int = 0
     delay_checks: float = 0.0
 
-    def set(self, *, drop_end_transactions: int, lose_half_acks: int, delay_checks: float) -> None:
-        """Replace every fault in place (the gRPC interceptor holds this object)."""
-        self.drop_end_transactions, self.lose_half_acks = drop_end_transactions, lose_half_acks
-        self.delay_checks = delay_checks
+    def set(self, **faults: float) -> None:
+        """Replace every fault in place (the gRPC interceptor holds this object); those not given are cleared."""
+        for name, default in vars(Faults()).items():
+            setattr(self, name, faults.get(name, default))
 
     def take(self, kind: str, count: int) -> bool:
-        """Whether a call carrying ``count`` items of ``kind`` (``drop_end_transactions`` or
-        ``lose_half_acks``) is hit; a hit uses up that many of the faults left."""
+        """Whether a call carrying ``count`` items of ``kind`` (a count field above) is hit; a hit
+        uses up that many of the faults left."""
         left: int = getattr(self, kind)
         if left <= 0:
             return False

@@ -38,13 +38,23 @@ class EmbeddedFaults:
         self._broker = broker
 
     def drop_end_transactions(self, n: int) -> None:
-        """The next ``n`` ends of transactions are lost before the broker records them; the client
+        """The next ``n`` ends of transactions (of either model) are lost before the broker records them; the client
         gets UNAVAILABLE, as from a broken connection, and each retry is one of the ``n``."""
         self._set(drop_end_transactions=n)
 
     def lose_half_acks(self, n: int) -> None:
         """The next ``n`` half messages are stored, but their acknowledgements are lost."""
         self._set(lose_half_acks=n)
+
+    def drop_txn_sends(self, n: int) -> None:
+        """The next ``n`` sends of Kafka-model transactions are lost before the broker stores
+        them, as when their producer dies between sends; each retry is one of the ``n``."""
+        self._set(drop_txn_sends=n)
+
+    def crash_in_commits(self, n: int) -> None:
+        """The next ``n`` commits of Kafka-model transactions are stored, then the broker is
+        SIGKILLed before it answers each; ``restart()`` brings it back."""
+        self._set(crash_in_commits=n)
 
     def delay_checks(self, seconds: float) -> None:
         """Each check round, periodic or ``check_now``, waits ``seconds`` before delivering."""

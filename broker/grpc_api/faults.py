@@ -1,25 +1,37 @@
-"""The faults a test injects (``--test-controls``), applied to native gRPC calls: an end lost on
-the network before the broker records it, and a half message stored whose acknowledgement is
-lost. Either way the client gets UNAVAILABLE, as from a broken connection, and retries as it
-would. Installed only when the test controls are on; calls carried on the Transact stream suffer
-the same faults (``suffer``), and a lost one breaks the stream."""
+"""The faults a test injects (``--test-controls``), applied to native gRPC calls: a call lost on
+the network before the broker sees it (an end, or a send of a Kafka-model transaction), a half
+message stored whose acknowledgement is lost, and a commit of a Kafka-model transaction stored
+before the broker is SIGKILLed, unanswered. A lost call ends for the client with UNAVAILABLE, as
+from a broken connection, and the client retries as it would. Installed only when the test
+controls are on; calls carried on the Transact stream suffer the same faults (``suffer``), and a
+lost one breaks the stream."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 
 from broker.controls import Faults
 
 _SERVICE = "/halfmq.v1.Broker/"
-# RPC name -> (the fault it suffers, whether it runs before being lost, items in its request)
-_FAULTS: dict[str, tuple[str, bool, Callable[[Any], int]]] = {
-    "EndTransactions": ("drop_end_transactions", False, lambda request: len(request.items)),
-    "SendHalfMessages": ("lose_half_acks", True, lambda request: len(request.items)),
-    "PrepareColumns": ("lose_half_acks", True, lambda request: request.messages.count),
-    "EndBatch": ("drop_end_transactions", False, lambda request: 1),
+# When a fault strikes: before the call runs (lost on its way), after (stored, the reply lost),
+# or after with the broker killed (stored, and the broker dies before it answers).
+When = Literal["before", "after", "crash"]
+# RPC name -> the faults it can suffer: (the fault, when, the items of a request it uses up; 0: not this request)
+_FAULTS: dict[str, tuple[tuple[str, When, Callable[[Any], int]], ...]] = {
+    "EndTransactions": (("drop_end_transactions", "before", lambda request: len(request.items)),),
+    "SendHalfMessages": (("lose_half_acks", "after", lambda request: len(request.items)),),
+    "PrepareColumns": (("lose_half_acks", "after", lambda request: request.messages.count),),
+    "EndBatch": (("drop_end_transactions", "before", lambda request: 1),),
+    "SendInTransaction": (("drop_txn_sends", "before", lambda request: 1),),
+    "EndTxn": (
+        ("drop_end_transactions", "before", lambda request: 1),
+        ("crash_in_commits", "crash", lambda request: int(request.commit)),
+    ),
 }
 
 
@@ -31,11 +43,15 @@ async def suffer(
 ) -> R:
     """``run()`` the call ``method`` (one the table above names), unless a fault loses it first, or loses its
     reply after: ``lose(why)`` ends the call as a broken connection would, and does not return."""
-    kind, runs, items = _FAULTS[method]
-    if not runs and faults.take(kind, items(request)):
-        await lose("test control: the end was lost before the broker saw it")
+    struck = [
+        (kind, when) for kind, when, items in _FAULTS[method] if items(request) and faults.take(kind, items(request))
+    ]
+    if any(when == "before" for _, when in struck):
+        await lose("test control: the call was lost before the broker saw it")
     response = await run()
-    if runs and faults.take(kind, items(request)):
+    if any(when == "crash" for _, when in struck):
+        os.kill(os.getpid(), signal.SIGKILL)  # stored; the broker dies before it answers
+    if struck:
         await lose("test control: stored, but the acknowledgement was lost")
     return response
 

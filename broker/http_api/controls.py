@@ -42,6 +42,12 @@ class CheckNowOut(BaseModel):
 class FaultsModel(BaseModel):
     drop_end_transactions: int = Field(default=0, ge=0, description="the next ends lost before they are recorded")
     lose_half_acks: int = Field(default=0, ge=0, description="the next half messages stored, their acks lost")
+    drop_txn_sends: int = Field(
+        default=0, ge=0, description="the next sends of Kafka-model transactions lost before they are stored"
+    )
+    crash_in_commits: int = Field(
+        default=0, ge=0, description="the next commits of Kafka-model transactions stored, then the broker SIGKILLed"
+    )
     delay_checks: float = Field(default=0.0, ge=0, le=3600, description="seconds each check round waits first")
 
 
