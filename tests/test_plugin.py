@@ -216,5 +216,6 @@ def test_the_clock_stays_ahead_across_a_restart_and_check_rounds_can_be_delayed(
         assert broker.request("GET", "/test/faults")["delay_checks"] == 0.5
         broker.faults.clear()
         assert broker.request("GET", "/test/faults") == {
-            "drop_end_transactions": 0, "lose_half_acks": 0, "delay_checks": 0.0
+            "drop_end_transactions": 0, "lose_half_acks": 0, "drop_txn_sends": 0, "crash_in_commits": 0,
+            "delay_checks": 0.0,
         }  # fmt: skip
