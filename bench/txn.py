@@ -12,7 +12,11 @@ times, alternating):
 - ``shared-async`` (a): one AsyncTransactionProducer shared by ``--producers`` asyncio tasks;
 - ``shared-threads`` (b): one blocking TransactionProducer shared by ``--producers`` threads;
 - ``processes`` (c): 8 client processes, each one producer with ``--producers``/8 tasks;
-- ``producers``: ``--producers`` AsyncTransactionProducers, one transaction in flight each.
+- ``producers``: ``--producers`` AsyncTransactionProducers, one transaction in flight each;
+- ``kafka-1``, ``kafka-10``, ``kafka-100``: Kafka-model transactions of 1, 10 or 100 messages,
+  ``--producers`` AsyncTransactionalProducers (a transactional id each), one transaction in
+  flight each, its sends concurrent; their committed messages per second are compared with the
+  RocketMQ model's (``shared-async``, one message per transaction) of the same run.
 For each: send TPS, avg/p50/p99/max latency of the whole send-execute-commit. Then checks sent,
 unexpected checks (for transactions the client had already resolved) and duplicated checks; then,
 in the same run, a bare grpc.aio unary echo of the same payload with the same concurrency (the
@@ -41,6 +45,7 @@ import grpc
 from bench import _rabbitmq
 from halfmq_testing import free_port
 from producer_sdk import (
+    AsyncTransactionalProducer,
     AsyncTransactionProducer,
     LocalTransactionState,
     Message,
@@ -107,7 +112,8 @@ class Listener(TransactionListener):
         return LocalTransactionState.COMMIT
 
 
-SHAPES = ("single", "shared-async", "shared-threads", "processes", "producers")
+KAFKA_SHAPES = {"kafka-1": 1, "kafka-10": 10, "kafka-100": 100}  # shape -> messages per transaction
+SHAPES = ("single", "shared-async", "shared-threads", "processes", "producers", *KAFKA_SHAPES)
 PROCESSES = 8
 
 
@@ -148,6 +154,24 @@ async def run_async(
     return latencies
 
 
+async def run_kafka(address: str, producers: int, size: int, seconds: float, body: bytes) -> list[float]:
+    """``producers`` Kafka-model producers, each committing transactions of ``size`` messages one
+    after another (the sends of one transaction concurrent); returns each transaction's latency."""
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+
+    async def one_producer(n: int) -> None:
+        transactional_id = f"bench-{os.getpid()}-{n}"
+        async with AsyncTransactionalProducer(transactional_id=transactional_id, broker=address) as producer:
+            while (began := time.perf_counter()) < stop_at:
+                async with producer.transaction():
+                    await asyncio.gather(*(producer.send(Message(topic="bench", body=body)) for _ in range(size)))
+                latencies.append(time.perf_counter() - began)
+
+    await asyncio.gather(*(one_producer(n) for n in range(producers)))
+    return latencies
+
+
 def run_threads(address: str, threads: int, seconds: float, body: bytes, listener: Listener) -> list[float]:
     """One blocking TransactionProducer shared by ``threads`` threads; returns latencies."""
     latencies: list[float] = []
@@ -179,6 +203,8 @@ def shape_main(shape: str, address: str, concurrency: int, seconds: float, body:
         latencies = asyncio.run(run_async(address, 1, concurrency, seconds, body, listener))
     elif shape == "shared-threads":
         latencies = run_threads(address, concurrency, seconds, body, listener)
+    elif shape in KAFKA_SHAPES:
+        latencies = asyncio.run(run_kafka(address, concurrency, KAFKA_SHAPES[shape], seconds, body))
     else:
         latencies = asyncio.run(run_async(address, concurrency, 1, seconds, body, listener))
     out.put((latencies, time.perf_counter() - began, dict(listener.checks), listener.resolved_by_client))
@@ -206,7 +232,9 @@ def run_shape(shape: str, address: str, concurrency: int, seconds: float, body: 
         listener.resolved_by_client |= resolved
     for child in children:
         child.join()
-    return stats(latencies, elapsed)
+    measured = stats(latencies, elapsed)
+    measured["msg_per_s"] = measured["tps"] * KAFKA_SHAPES.get(shape, 1)
+    return measured
 
 
 async def run_echo(address: str, concurrency: int, seconds: float, body: bytes) -> dict[str, float]:
@@ -322,7 +350,8 @@ def main() -> None:
     for (retention, segments, tree), shapes in runs.items():
         for shape, measured in shapes.items():
             for txn in measured:
-                print(f"{shape:>15}: {txn['count']:7d} txn, {txn['tps']:6.0f} txn/s; send-execute-commit avg"
+                print(f"{shape:>15}: {txn['count']:7d} txn, {txn['tps']:6.0f} txn/s, {txn['msg_per_s']:6.0f} msg/s;"
+                      f" transaction avg"
                       f" {txn['avg_ms']:6.2f} ms, p50 {txn['p50_ms']:6.2f} ms, p99 {txn['p99_ms']:6.2f} ms,"
                       f" max {txn['max_ms']:7.2f} ms; {describe((retention, segments, tree))},"
                       f" store {txn['store_mb']:.0f} MB")  # fmt: skip
@@ -336,6 +365,10 @@ def main() -> None:
         mean = {v: statistics.mean(t["tps"] for t in runs[v][main_shape]) for v in (variants[0], variant)}
         print(f"ratio {main_shape} TPS, {describe(variant)} / {describe(variants[0])}, mean of {args.rounds}:"
               f" {mean[variant] / mean[variants[0]]:.3f}")  # fmt: skip
+    if "shared-async" in results:
+        for shape in (s for s in KAFKA_SHAPES if s in results):
+            print(f"ratio committed msg/s, {shape} / shared-async (RocketMQ model):"
+                  f" {results[shape]['msg_per_s'] / results['shared-async']['msg_per_s']:.2f}")  # fmt: skip
     if rabbit is None:
         print(f"RabbitMQ: not run ({skip_peer})")
     else:
