@@ -4,8 +4,9 @@ fences this one."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -24,9 +25,10 @@ class AsyncTransactionalProducer:
 
     ``begin_transaction``, then any number of ``send`` and ``send_offsets_to_transaction``, then
     ``commit_transaction`` or ``abort_transaction`` (or ``async with p.transaction():``). Sends
-    made concurrently go to the broker together. Messages are stored as they are sent and become
-    visible, with the offsets, only when the transaction commits. ``transaction_timeout``: seconds
-    a transaction may stay open before the broker aborts it (Kafka's ``transaction.timeout.ms``).
+    made concurrently go to the broker together; an end waits for the sends still in flight.
+    Messages are stored as they are sent and become visible, with the offsets, only when the
+    transaction commits. ``transaction_timeout``: seconds a transaction may stay open before the
+    broker aborts it (Kafka's ``transaction.timeout.ms``).
     Starting a producer with the same ``transactional_id`` aborts this one's open transaction,
     and every later call of this one raises ProducerFenced.
     """
@@ -53,6 +55,7 @@ class AsyncTransactionalProducer:
         self._open = False
         self._stored = False  # whether the broker holds anything of the open transaction
         self._fenced: ProducerFenced | None = None
+        self._sending: set[asyncio.Task[SendReceipt]] = set()  # sends of the open transaction in flight
 
     @property
     def epoch(self) -> int:
@@ -94,10 +97,18 @@ class AsyncTransactionalProducer:
             raise InvalidTxnState("a transaction is open already: commit or abort it first")
         self._open, self._stored = True, False
 
-    async def send(self, msg: Message) -> SendReceipt:
-        """Store ``msg`` in the open transaction; it becomes visible when the transaction commits."""
+    def send(self, msg: Message) -> asyncio.Task[SendReceipt]:
+        """Store ``msg`` in the open transaction; it becomes visible when the transaction commits.
+        The message is on its way when this returns: await the task for its receipt (an end of
+        the transaction waits for it in any case). Call it on the producer's event loop."""
         self._in_transaction("send")
-        return receipt_from_pb(await self._sends.submit(message_to_pb(msg)))
+        sent = asyncio.ensure_future(self._send(message_to_pb(msg)))
+        self._sending.add(sent)
+        sent.add_done_callback(self._sending.discard)
+        return sent
+
+    async def _send(self, message: pb.Message) -> SendReceipt:
+        return receipt_from_pb(await self._sends.submit(message))
 
     async def send_offsets_to_transaction(self, offsets: Offsets, group: str) -> None:
         """Commit consumer group ``group``'s next offsets (``{(topic, queue_id): offset}``) with the
@@ -132,6 +143,8 @@ class AsyncTransactionalProducer:
 
     async def _end(self, *, commit: bool) -> None:
         self._in_transaction("commit_transaction" if commit else "abort_transaction")
+        if self._sending:  # sends not awaited yet go first, as Kafka's commit flushes them
+            await asyncio.gather(*self._sending, return_exceptions=True)
         if self._stored:
             await self._call("EndTxn", pb.EndTxnRequest(txn=self._ref(), commit=commit))
             self._last += 1
@@ -223,7 +236,7 @@ class TransactionalProducer:
         self._producer.begin_transaction()
 
     def send(self, msg: Message) -> SendReceipt:
-        return self._loop.run(self._producer.send(msg))
+        return self._loop.run(_awaited(self._producer.send, msg))
 
     def send_offsets_to_transaction(self, offsets: Offsets, group: str) -> None:
         self._loop.run(self._producer.send_offsets_to_transaction(offsets, group))
@@ -245,6 +258,11 @@ class TransactionalProducer:
                 self.abort_transaction()
             raise
         self.commit_transaction()
+
+
+async def _awaited(send: Callable[[Message], Awaitable[SendReceipt]], msg: Message) -> SendReceipt:
+    """``send(msg)`` called and awaited on the loop that runs this."""
+    return await send(msg)
 
 
 def _byte_size(item: pb.Message) -> int:

@@ -175,9 +175,13 @@ def test_the_async_producer_commits_concurrent_sends_together(broker):
                 async with producer.transaction():
                     await producer.send(Message(topic="payments", body=b"aborted"))
                     raise RuntimeError("the block failed")
+            async with producer.transaction():  # sends not awaited: the commit waits for them
+                sending = [asyncio.ensure_future(producer.send(Message(topic="audit", body=b))) for b in bodies("l", 9)]
+            assert all(s.done() for s in sending)
 
     asyncio.run(produce())
     assert visible(broker.address, "payments") == bodies("g", 50)
+    assert visible(broker.address, "audit") == bodies("l", 9)
 
 
 def ref(number: int, epoch: int = 0, tid: str = "raw") -> pb.TransactionRef:
