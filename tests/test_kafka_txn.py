@@ -70,9 +70,10 @@ def bodies(prefix: str, count: int) -> list[bytes]:
 
 
 def send_both(producer: TransactionalProducer, prefix: str, count: int) -> None:
+    """Messages to both topics; their ids (which pick their queues) are the same in every run."""
     for i in range(count):
         topic = "payments" if i % 2 == 0 else "audit"
-        producer.send(Message(topic=topic, body=f"{prefix}-{i}".encode()))
+        producer.send(Message(topic=topic, body=f"{prefix}-{i}".encode(), message_id=f"{prefix}-{i}"))
 
 
 def test_messages_of_an_open_transaction_are_invisible_until_commit_and_gone_on_abort(broker):
@@ -99,10 +100,11 @@ def test_an_open_transaction_holds_back_later_commits_of_its_queues(broker):
         Producer(broker=broker.address) as plain,
     ):
         early.begin_transaction()
+        held = {early.send(Message(topic="audit", body=f"early-{i}".encode(), message_id=f"e-{i}")).queue_id
+                for i in range(6)}  # fmt: skip
+        assert held == {0, 1}
         for i in range(6):
-            early.send(Message(topic="audit", body=f"early-{i}".encode()))
-        for i in range(6):
-            plain.send(Message(topic="audit", body=f"plain-{i}".encode()))
+            plain.send(Message(topic="audit", body=f"plain-{i}".encode(), message_id=f"p-{i}"))
         assert visible(broker.address, "audit") == [], "both audit queues wait on the open transaction"
         early.commit_transaction()
         assert visible(broker.address, "audit") == sorted(bodies("early", 6) + bodies("plain", 6))
