@@ -1,4 +1,4 @@
-"""Base of the blocking clients: an SDK loop thread and a BrokerClient made on it."""
+"""Base of the blocking clients: a BrokerClient made on the process's SDK loop."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from producer_sdk._client import BrokerClient, TlsCa
-from producer_sdk._loop import LoopThread
+from producer_sdk._loop import sdk_loop
 
 
 async def _make_client(broker: str, timeout: float, token: str | None, tls_ca: TlsCa) -> BrokerClient:
@@ -16,7 +16,7 @@ async def _make_client(broker: str, timeout: float, token: str | None, tls_ca: T
 
 class BlockingClient:
     def __init__(self, *, broker: str, timeout: float, token: str | None, tls_ca: TlsCa) -> None:
-        self._loop = LoopThread()
+        self._loop = sdk_loop()
         self._client = self._loop.run(_make_client(broker, timeout, token, tls_ca))
 
     def _call(self, method: str, request: Any) -> Any:
@@ -24,7 +24,6 @@ class BlockingClient:
 
     def close(self) -> None:
         self._loop.run(self._client.close())
-        self._loop.stop()
 
     def __enter__(self) -> Self:
         return self

@@ -12,7 +12,7 @@ from typing import Any
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._client import ENDS, HALVES, BrokerClient, TlsCa, message_to_pb, received_from_pb
-from producer_sdk._loop import LoopThread
+from producer_sdk._loop import sdk_loop
 from producer_sdk._session import RESOLUTIONS, SessionLoop
 from producer_sdk.errors import UNREACHABLE_HINT, BrokerError, BrokerUnavailable
 from producer_sdk.listener import TransactionListener, await_listener, call_listener
@@ -180,7 +180,7 @@ class TransactionProducer:
         linger: float = 0.0,
         tls_ca: TlsCa = None,
     ) -> None:
-        self._loop = LoopThread()
+        self._loop = sdk_loop()
         self._producer = AsyncTransactionProducer(
             group=group,
             broker=broker,
@@ -199,15 +199,10 @@ class TransactionProducer:
         return self._producer.checks_received
 
     def start(self) -> None:
-        try:
-            self._loop.run(self._producer.start())
-        except BaseException:
-            self._loop.stop()
-            raise
+        self._loop.run(self._producer.start())
 
     def close(self) -> None:
         self._loop.run(self._producer.close())
-        self._loop.stop()
 
     def __enter__(self) -> TransactionProducer:
         self.start()

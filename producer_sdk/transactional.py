@@ -13,7 +13,7 @@ from typing import Any, Self
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._batcher import Batcher
 from producer_sdk._client import BrokerClient, TlsCa, message_to_pb, receipt_from_pb
-from producer_sdk._loop import LoopThread
+from producer_sdk._loop import sdk_loop
 from producer_sdk.errors import BrokerUnavailable, InvalidTxnState, ProducerFenced, TransactionAborted
 from producer_sdk.message import Message, SendReceipt
 
@@ -197,7 +197,7 @@ class TransactionalProducer:
         tls_ca: TlsCa = None,
     ) -> None:
         """Starts the producer: the transactional id is taken (and its previous holder fenced) here."""
-        self._loop = LoopThread()
+        self._loop = sdk_loop()
         self._producer = AsyncTransactionalProducer(
             transactional_id=transactional_id,
             broker=broker,
@@ -206,11 +206,7 @@ class TransactionalProducer:
             token=token,
             tls_ca=tls_ca,
         )
-        try:
-            self._loop.run(self._producer.start())
-        except BaseException:
-            self._loop.stop()
-            raise
+        self._loop.run(self._producer.start())
 
     @property
     def transactional_id(self) -> str:
@@ -222,7 +218,6 @@ class TransactionalProducer:
 
     def close(self) -> None:
         self._loop.run(self._producer.close())
-        self._loop.stop()
 
     def __enter__(self) -> Self:
         return self
