@@ -22,7 +22,6 @@ from broker.model import (
     MessageRows,
     OffsetInTxn,
     ProducerEpoch,
-    TransactionalId,
     TxnEnd,
     check_message,
     check_name,
@@ -118,9 +117,6 @@ class KafkaTxnService:
         if not ended.already_ended:
             self._count("committed" if commit else "aborted")
         return ended
-
-    async def list(self, transactional_id: str | None = None) -> list[TransactionalId]:
-        return await self._store.query(self._store.transactional_ids, transactional_id)
 
     async def expire(self) -> tuple[int, int]:
         """Abort the transactions open longer than their timeout; return how many, and how many

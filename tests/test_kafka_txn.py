@@ -146,7 +146,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker):
             send_both(second, "second", 4)
     first.close()
     assert sorted(visible(broker.address, "payments") + visible(broker.address, "audit")) == bodies("second", 4)
-    (state,) = broker.run(broker.broker.kafka_txns.list("etl"))
+    (state,) = broker.broker.store.transactional_ids("etl")
     assert (state.epoch, state.committed, state.aborted) == (1, 1, 1)
 
 
@@ -156,9 +156,9 @@ def test_the_broker_aborts_a_transaction_open_longer_than_its_timeout(broker, cl
         send_both(producer, "late", 4)
         clock.advance(4.9)
         time.sleep(1.2)  # two sweeps
-        assert broker.run(broker.broker.kafka_txns.list("slow"))[0].state.value == "OPEN"
+        assert broker.broker.store.transactional_ids("slow")[0].state.value == "OPEN"
         clock.advance(0.2)
-        wait_until(lambda: broker.run(broker.broker.kafka_txns.list("slow"))[0].state.value == "ABORTED")
+        wait_until(lambda: broker.broker.store.transactional_ids("slow")[0].state.value == "ABORTED")
         with pytest.raises(TransactionAborted, match="timeout"):
             producer.commit_transaction()
         assert visible(broker.address, "payments") == visible(broker.address, "audit") == []
@@ -315,7 +315,7 @@ def test_consume_transform_produce_survives_sigkills_of_the_transform_exactly_on
     with PullConsumer(group="etl", broker=broker.address) as consumer:
         ends = {q: end for q, (_, end) in consumer.queue_offsets("orders").items()}
         assert consumer.committed_offsets("orders") == ends
-    (etl,) = broker.run(broker.broker.kafka_txns.list("orders-etl-1"))
+    (etl,) = broker.broker.store.transactional_ids("orders-etl-1")
     assert etl.epoch == 5, "every restart fenced the instance before it"
     print(f"{orders} orders, {len(points)} SIGKILLs, {etl.committed} transactions committed, {etl.aborted} aborted")
 
