@@ -19,7 +19,6 @@ from broker.messaging import MAX_BATCH, MessagingService
 from broker.metrics import Metrics
 from broker.model import (
     Message,
-    MessageRows,
     OffsetInTxn,
     ProducerEpoch,
     TxnEnd,
@@ -29,7 +28,6 @@ from broker.model import (
 )
 from broker.ratelog import RateLimitedLog
 from broker.store import Store
-from broker.store.sql import json_list, json_object
 
 log = logging.getLogger(__name__)
 
@@ -75,25 +73,16 @@ class KafkaTxnService:
         check_name("transactional id", transactional_id)
         if not 1 <= len(messages) <= MAX_BATCH:
             raise InvalidArgument(f"a send holds 1 to {MAX_BATCH} messages, got {len(messages)}")
-        queue_ids = []
+        placed = []
         for index, message in enumerate(messages):
             try:
                 check_message(message, self._max_body_bytes)
-                queue_ids.append(queue_for(message.message_id, self._store.topic(message.topic).queues))
+                placed.append((message, queue_for(message.message_id, self._store.topic(message.topic).queues)))
             except HalfmqError as exc:
                 raise type(exc)(f"message {index}: {exc}") from None
         if len({(m.topic, m.message_id) for m in messages}) < len(messages):
             raise InvalidArgument("a message id appears twice in the send")
-        rows = MessageRows(
-            topics=[m.topic for m in messages],
-            message_ids=[m.message_id for m in messages],
-            keys=[json_list(m.keys) for m in messages],
-            tags=[m.tags for m in messages],
-            properties=[json_object(m.properties) for m in messages],
-            bodies=[m.body for m in messages],
-            born_timestamps=[m.born_timestamp for m in messages],
-        )
-        return await self._store.send_in_txn(transactional_id, epoch, txn_number, rows, queue_ids, self._now_ms())
+        return await self._store.send_in_txn(transactional_id, epoch, txn_number, placed, self._now_ms())
 
     async def send_offsets(
         self, transactional_id: str, epoch: int, txn_number: int, group: str, offsets: Sequence[OffsetInTxn]

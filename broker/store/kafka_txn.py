@@ -26,9 +26,9 @@ from broker.errors import (
     TransactionAborted,
     TransactionalIdNotFound,
 )
-from broker.model import AbortedBy, MessageRows, OffsetInTxn, ProducerEpoch, TransactionalId, TxnEnd, TxnState
+from broker.model import AbortedBy, Message, MessageRows, OffsetInTxn, ProducerEpoch, TransactionalId, TxnEnd, TxnState
 from broker.store.batches import roll_back_ranges
-from broker.store.logs import LogStore
+from broker.store.logs import LogStore, message_rows
 from broker.store.sql import OPEN_HOLDING, rows_in, translated
 
 _COLUMNS = "epoch, txn_number, state, ended_by"
@@ -68,15 +68,16 @@ class KafkaTxnStore(LogStore):
         transactional_id: str,
         epoch: int,
         txn_number: int,
-        rows: MessageRows,
-        queue_ids: Sequence[int],
+        placed: Sequence[tuple[Message, int]],
         now_ms: int,
     ) -> list[tuple[int, int]]:
-        """Store ``rows`` (message i in queue ``queue_ids[i]`` of its topic) in the transaction,
-        all or none, opening it if it is the id's next; return each message's queue and offset.
+        """Store the messages of ``placed`` (each with its queue) in the transaction, all or none,
+        opening it if it is the id's next; return each message's queue and offset.
 
         Raises ProducerFenced, TransactionalIdNotFound, InvalidTxnState, TransactionAborted,
         or MessageIdInUse (naming the message) for an id stored before or held elsewhere."""
+
+        rows, queue_ids = message_rows(placed)
 
         def work(conn: sqlite3.Connection) -> list[tuple[int, int]]:
             _join(conn, transactional_id, epoch, txn_number, now_ms)

@@ -55,7 +55,7 @@ class LogStore(StoreBase):
         returned instead."""
 
         def work(conn: sqlite3.Connection) -> Appended:
-            appended = self._append_rows(conn, *_rows(placed), now_ms)
+            appended = self._append_rows(conn, *message_rows(placed), now_ms)
             for refusal in appended.refused.values():
                 raise refusal
             return appended
@@ -65,7 +65,7 @@ class LogStore(StoreBase):
     async def append_each(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> Appended:
         """``append``, each message on its own: its position or its refusal (MessageIdInUse);
         a storage failure fails them all."""
-        return await self._writer.run(lambda conn: self._append_rows(conn, *_rows(placed), now_ms))
+        return await self._writer.run(lambda conn: self._append_rows(conn, *message_rows(placed), now_ms))
 
     async def append_rows(self, rows: MessageRows, queue_ids: Sequence[int], now_ms: int) -> Appended:
         """``append_each`` of messages as columns, message i to queue ``queue_ids[i]``."""
@@ -127,7 +127,7 @@ class LogStore(StoreBase):
         return {(t.name, q): self.queue_range(t.name, q)[0] for t in self.topics() for q in range(t.queues)}
 
 
-def _rows(placed: Sequence[tuple[Message, int]]) -> tuple[MessageRows, list[int]]:
+def message_rows(placed: Sequence[tuple[Message, int]]) -> tuple[MessageRows, list[int]]:
     """Messages and their queues as the columns ``_append_rows`` takes."""
     messages = [message for message, _ in placed]
     rows = MessageRows(
