@@ -62,6 +62,11 @@ class AsyncTransactionalProducer:
         """The producer epoch the broker handed this producer."""
         return self._epoch
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (begun, and not ended, fenced or aborted by the broker)."""
+        return self._open
+
     async def start(self) -> None:
         """Take the transactional id: abort its open transaction, fence the producer that held it."""
         self._client = BrokerClient(self.broker, timeout=self._timeout, token=self._token, tls_ca=self._tls_ca)
@@ -136,7 +141,7 @@ class AsyncTransactionalProducer:
         try:
             yield self
         except BaseException:
-            if self._open and self._fenced is None:
+            if self._open:  # not if the failure ended it (fenced, aborted by the broker)
                 await self.abort_transaction()
             raise
         await self.commit_transaction()
@@ -249,7 +254,7 @@ class TransactionalProducer:
         try:
             yield self
         except BaseException:
-            if self._producer._open and self._producer._fenced is None:
+            if self._producer.in_transaction:
                 self.abort_transaction()
             raise
         self.commit_transaction()
