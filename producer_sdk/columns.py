@@ -14,6 +14,7 @@ import sys
 import time
 from array import array
 from asyncio import FIRST_COMPLETED
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from itertools import accumulate, repeat
 from typing import Any
@@ -116,6 +117,8 @@ TABLE_COLUMNS: dict[str, tuple[str, Callable[[pa.DataType], bool]]] = {
 }
 MAX_CALL_MESSAGES = 1024  # the broker's limit per call
 MAX_CALL_BYTES = 4 * 1024 * 1024  # bodies per call (at least one message), far below gRPC's 64 MiB
+# The last 4 hex digits of a call's fresh message ids: a fresh id's, replaced by the row's number.
+_SUFFIXES = pa.array([f"{i:04x}" for i in range(MAX_CALL_MESSAGES)], pa.string())
 _ONE_KEY = r"^[ !#-\[\]-~]+$"  # a key whose JSON is '["' + key + '"]' (RE2 compiles counted repeats slowly)
 
 
@@ -158,14 +161,16 @@ def table_calls(table: pa.Table | pa.RecordBatch) -> Iterator[tuple[pb.MessageCo
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     table = table.cast(pa.schema([(f.name, _narrow(f.type)) for f in table.schema]))
-    bodies = pc.fill_null(table["body"].combine_chunks().cast(pa.binary()), b"")
-    sizes = pc.binary_length(bodies).to_pylist()
-    start = 0
-    while start < len(table):
-        end, size = start + 1, sizes[start]
-        while end < len(table) and end - start < MAX_CALL_MESSAGES and size + sizes[end] <= MAX_CALL_BYTES:
-            size += sizes[end]
-            end += 1
+    column = table["body"]
+    bodies = (column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()).cast(pa.binary())
+    if bodies.null_count:
+        bodies = pc.fill_null(bodies, b"")
+    # The bytes of the bodies before each row: a call ends before the first row that would take it
+    # past MAX_CALL_BYTES, found by bisection, not by a step per row.
+    before = list(accumulate(pc.binary_length(bodies).to_pylist(), initial=0))
+    start, rows = 0, len(table)
+    while start < rows:
+        end = max(start + 1, min(start + MAX_CALL_MESSAGES, bisect_right(before, before[start] + MAX_CALL_BYTES) - 1))
         yield _call_columns(table.slice(start, end - start), bodies.slice(start, end - start))
         start = end
 
@@ -173,8 +178,7 @@ def table_calls(table: pa.Table | pa.RecordBatch) -> Iterator[tuple[pb.MessageCo
 def _call_columns(rows: pa.Table, bodies: pa.Array) -> tuple[pb.MessageColumns, pa.Array]:
     count = len(rows)
     names = set(rows.column_names)
-    fresh = new_message_id()[:-4]
-    ids = pa.array([f"{fresh}{i:04x}" for i in range(count)], pa.string())
+    ids = pc.binary_join_element_wise(new_message_id()[:-4], _SUFFIXES.slice(0, count), "")
     if "message_id" in names:
         ids = pc.coalesce(rows["message_id"].combine_chunks(), ids)
     columns = pb.MessageColumns(count=count, message_ids=_column(ids), bodies=_column(bodies))

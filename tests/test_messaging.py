@@ -99,3 +99,25 @@ def test_the_transactional_result_has_rocketmqs_name_and_the_old_one():
     from producer_sdk import SendResult, TransactionSendResult
 
     assert SendResult is TransactionSendResult
+
+
+def test_every_value_is_stored_as_sent_whatever_its_neighbours_in_the_batch(broker):
+    """The insert binds a column holding one value once and any other as its values end to end;
+    each message comes back exactly as sent, across topics, queues, and values of every shape."""
+    with Producer(broker=broker.address) as producer:
+        producer.create_topic("audit", queues=2)
+        sent = [
+            Message(topic="orders", body=b"", message_id="a", tags=""),
+            Message(topic="audit", body=b"\x00\xff" * 600, message_id="b", tags="t\x00g é 🎉", keys=["k", 'q"\\'],
+                    properties={"ü": "ß", "x": "\n\t"}),
+            Message(topic="orders", body="é".encode(), message_id="c.d:e-f_0", tags="plain", keys=["日本"]),
+            Message(topic="audit", body=b"x", message_id="g"),
+            Message(topic="orders", body=b"", message_id="h", tags="plain"),
+        ]  # fmt: skip
+        receipts = producer.send_batch(sent)
+    with PullConsumer(group="c", broker=broker.address) as consumer:
+        for message, receipt in zip(sent, receipts, strict=True):
+            (got,) = consumer.pull(message.topic, queue_id=receipt.queue_id, offset=receipt.queue_offset).messages[:1]
+            assert (got.message_id, got.body, got.tags, got.keys, got.properties) == (
+                message.message_id, message.body, message.tags, tuple(message.keys), message.properties,
+            )  # fmt: skip

@@ -57,9 +57,14 @@ def test_queue_offsets_stay_dense_when_a_job_fails_after_taking_one(tmp_path):
         store = Store(tmp_path, flush=Flush.ASYNC)
         await store.create_topic("t", 1)
         await store.append([(Message("t", b"a", "a"), 0)], 0)
-        unbindable = Message("t", ["not", "bytes"], "b")  # type: ignore[arg-type]
-        with pytest.raises(StorageFailure):  # fails inside the insert, after its offset was taken
-            await store.append([(Message("t", b"ok", "ok"), 0), (unbindable, 0)], 0)
+        conn = sqlite3.connect(tmp_path / "halfmq.db")  # SQLite refuses message "b" inside the insert
+        conn.execute(
+            "CREATE TRIGGER refuse_b BEFORE INSERT ON messages WHEN NEW.message_id = 'b'"
+            " BEGIN SELECT RAISE(ABORT, 'refused'); END"
+        )
+        conn.close()
+        with pytest.raises(StorageFailure):  # fails inside the insert, after its offsets were taken
+            await store.append([(Message("t", b"ok", "ok"), 0), (Message("t", b"b", "b"), 0)], 0)
         await store.append([(Message("t", b"c", "c"), 0)], 0)
         offsets = [m.queue_offset for m in store.read("t", 0, 0, 10, 1 << 20)]
         store.close()

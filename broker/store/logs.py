@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from itertools import repeat
 
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
 from broker.model import Appended, Message, MessageRows, Topic
 from broker.store.base import StoreBase
-from broker.store.sql import INSERT_MESSAGE, OPEN_HOLDING, json_list, json_object, rows_in, topic_of
+from broker.store.sql import OPEN_HOLDING, insert_messages, json_list, json_object, rows_in, topic_of
 
 
 class LogStore(StoreBase):
@@ -89,7 +88,7 @@ class LogStore(StoreBase):
         }  # fmt: skip
         if not in_transactions and not stored and len(set(zip(rows.topics, ids, strict=True))) == len(ids):
             offsets = self._tails.take_each(rows.topics, queue_ids)
-            self._insert(conn, rows, queue_ids, offsets, now_ms)
+            insert_messages(conn, rows, queue_ids, offsets, now_ms)
             return Appended(queue_ids, offsets, {}, len(ids))
         held = {
             (topic, message_id)
@@ -110,17 +109,8 @@ class LogStore(StoreBase):
                 known = stored[(topic, message_id)] = (queue_id, self._tails.take(topic, queue_id))
                 new.append(index)
             placed.append(known)
-        self._insert(conn, rows.take(new), [queue_ids[i] for i in new], [placed[i][1] for i in new], now_ms)
+        insert_messages(conn, rows.take(new), [queue_ids[i] for i in new], [placed[i][1] for i in new], now_ms)
         return Appended([q for q, _ in placed], [o for _, o in placed], refused, len(new))
-
-    @staticmethod
-    def _insert(
-        conn: sqlite3.Connection, rows: MessageRows, queue_ids: Sequence[int], offsets: Sequence[int], now_ms: int
-    ) -> None:
-        conn.executemany(INSERT_MESSAGE, zip(
-            rows.topics, queue_ids, offsets, rows.message_ids, repeat(""), rows.keys, rows.tags, rows.properties,
-            rows.bodies, rows.born_timestamps, repeat(now_ms), strict=False,
-        ))  # fmt: skip
 
     def low_offsets(self) -> dict[tuple[str, int], int]:
         """The low offset of every queue of every topic, system topics included."""
