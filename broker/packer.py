@@ -36,6 +36,10 @@ class Packer:
         self._held = 0  # bytes of bodies in _runs and _unpacked
         # Per queue, its messages after its last segment, when all of them came in runs.
         self._unpacked: dict[tuple[str, int], QueueColumns] = {}
+        # Per queue, when a run last continued its segments: while its runs do, rounds leave it to
+        # them (a round reading rows whose run is on its way would pack them twice over, and the
+        # run, no longer at the segments' end, would be dropped).
+        self._continued: dict[tuple[str, int], float] = {}
         self._ran = asyncio.Event()  # a run was written
 
     def written(self, topic: str, queue_id: int, columns: QueueColumns) -> None:
@@ -71,6 +75,8 @@ class Packer:
                     columns = before.then(columns)
             done = await self._store.query(self._store.pack_run, topic, queue_id, columns, self._encode)
             rest = columns.cut(max(done, 0))
+            if done >= 0:
+                self._continued[(topic, queue_id)] = asyncio.get_running_loop().time()
             if done >= 0 and len(rest):  # they continued the queue's segments: the rest waits for the next run
                 self._unpacked[(topic, queue_id)] = rest
                 self._held += _size(rest)
@@ -79,13 +85,17 @@ class Packer:
         return packed
 
     async def pack(self) -> int:
-        """One round over every queue of every real topic; returns how many messages it packed."""
+        """One round over every queue of every real topic but those whose runs continued their
+        segments within the last INTERVAL; returns how many messages it packed."""
         packed = 0
+        recent = asyncio.get_running_loop().time() - INTERVAL
         for topic in self._store.topics():
             if topic.name in SYSTEM_TOPICS:
                 continue
             for queue_id in range(topic.queues):
                 queue = (topic.name, queue_id)
+                if self._continued.get(queue, recent) > recent:
+                    continue
                 packed += await self._store.query(
                     self._store.pack,
                     *queue,

@@ -393,9 +393,9 @@ def test_pulls_stay_exact_while_messages_arrive_segments_are_packed_and_retentio
 
 def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_path):
     """The packer packs SendColumns calls' messages from the columns in hand, keeping a queue's
-    messages short of a segment for the next run; each segment is byte for byte the one it packs
-    by reading the rows back, and runs that do not continue a queue's segments are left to the
-    rounds."""
+    messages short of a segment for the next run, and reading back the few messages between a
+    queue's segments and a run; each segment is byte for byte the one it packs by reading the
+    rows back."""
     import pyarrow as pa
 
     from broker.columns import MessageColumns
@@ -428,20 +428,59 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
         messaging = MessagingService(store, max_body_bytes=1 << 20, on_written=packer.written)
         await store.append([(random_message(rng, 99, 10), 2)], NOW_MS)  # queue 2 starts with a plain send
         # Queues 0, 1, 2, 0, 1, 2: queue 0 two whole runs, queue 1 a short run then a long one,
-        # queue 2 runs after a message that came in no run.
+        # queue 2 runs after a message that came in no run (read from the store, packed with them).
         counts = (MAX_PULL, 5, MAX_PULL, MAX_PULL, MAX_PULL, MAX_PULL)
         queues = [(await messaging.send_columns(table(count))).queue_ids[0] for count in counts]
         assert queues == [0, 1, 2, 0, 1, 2]
-        assert await packer.pack_runs() == 2 * MAX_PULL + MAX_PULL  # queue 1: 5 + 1,024 messages, one segment
+        # Queue 1: 5 + 1,024 messages, one segment; queue 2: 1 + 2,048, two segments, the first
+        # with the message before its runs.
+        assert await packer.pack_runs() == 2 * MAX_PULL + MAX_PULL + 2 * MAX_PULL - 1
         from_memory = await store.query(_segment_rows, store)
-        assert [row[:3] for row in from_memory] == [(0, 0, MAX_PULL), (0, MAX_PULL, MAX_PULL), (1, 0, MAX_PULL)]
+        assert [row[:3] for row in from_memory] == [
+            (0, 0, MAX_PULL), (0, MAX_PULL, MAX_PULL), (1, 0, MAX_PULL), (2, 0, MAX_PULL), (2, MAX_PULL, MAX_PULL)
+        ]  # fmt: skip
         await store.query(store.drop_segments)
-        for queue in (0, 1):
+        for queue in (0, 1, 2):
             await store.query(store.pack, "t", queue, segment_to_pb, 4)
         from_rows = await store.query(_segment_rows, store)
         store.close()
         assert from_rows == from_memory
         return from_rows
+
+    asyncio.run(scenario())
+
+
+def test_a_run_after_an_open_range_is_not_packed_over_it(tmp_path):
+    """The messages between a queue's segments and a run are packed with it only if all are
+    committed: an open range there (an exactly-once batch not ended) keeps the run out of any
+    segment until the range commits, and the rounds then pack the whole queue."""
+    import pyarrow as pa
+
+    from broker.columns import MessageColumns
+    from broker.messaging import MessagingService
+    from broker.metrics import Metrics
+    from broker.model import MessageRows
+    from broker.packer import Packer
+
+    ids = pa.array([f"m-{i}".encode() for i in range(MAX_PULL)], pa.binary())
+    run = MessageColumns("t", ids, None, None, None, ids, None)
+    held = MessageRows(["t"] * 3, ["h-0", "h-1", "h-2"], ["[]"] * 3, [""] * 3, ["{}"] * 3, [b"h"] * 3, [0] * 3)
+
+    async def scenario() -> None:
+        store = Store(tmp_path / "data")
+        await store.create_topic("t", 1)
+        packer = Packer(store, segment_to_pb, metrics=Metrics())
+        await packer.pack()  # the first round: the queue's segments are verified
+        messaging = MessagingService(store, max_body_bytes=1 << 20, on_written=packer.written)
+        opened = await store.prepare_range("g", 1, held, 0, NOW_MS)
+        assert (await messaging.send_columns(run)).queue_offsets[0] == 3
+        assert await packer.pack_runs() == 0
+        assert await store.query(_segment_rows, store) == []
+        await store.end_batch("g", 1, [opened.range_id], NOW_MS)
+        assert await store.query(store.pack, "t", 0, segment_to_pb, 4) == MAX_PULL
+        segments = await store.query(_segment_rows, store)
+        store.close()
+        assert [row[:3] for row in segments] == [(0, 0, MAX_PULL)]
 
     asyncio.run(scenario())
 

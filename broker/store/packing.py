@@ -80,6 +80,21 @@ def _whole_segment(columns: QueueColumns) -> int:
     return max(1, next(index for index, total in enumerate(totals) if total > PULL_BYTES))
 
 
+def _rows_between(
+    conn: sqlite3.Connection, topic: str, queue_id: int, start: int, columns: QueueColumns
+) -> QueueColumns | None:
+    """The queue's messages from ``start`` up to the first of ``columns``: None unless there are
+    fewer than MAX_PULL, all committed and within PULL_BYTES (none past an open range)."""
+    first = columns.queue_offsets[0]
+    if start > first:
+        return None
+    count = _at_hand(conn, topic, queue_id, start, first)
+    if count == MAX_PULL:
+        return None
+    rows = read_columns_of(conn, topic, queue_id, start, count, PULL_BYTES)
+    return rows if len(rows) == count else None
+
+
 # The columns a message's size in a pull counts (``reads._SIZE``).
 _SIZED = ("bodies", "message_ids", "transaction_ids", "keys", "tags", "properties")
 
@@ -123,20 +138,22 @@ class SegmentStore(StoreBase):
     @translated
     def pack_run(self, topic: str, queue_id: int, columns: QueueColumns, encode: Encode) -> int:
         """Pack messages just committed to a queue from memory, as ``pack`` would pack them from
-        the store, if they start where the queue's segments end: their whole segments (MAX_PULL
-        messages, or fewer when PULL_BYTES of them come first), never the rest. Returns how many
-        messages it packed, or -1 if they do not start there (the rounds will pack them)."""
+        the store: their whole segments (MAX_PULL messages, or fewer when PULL_BYTES of them come
+        first), never the rest. Messages between the queue's segments and them (fewer than
+        MAX_PULL, a tail the rounds left) are read first and packed with them. Returns how many
+        of ``columns`` it packed, or -1 if it cannot start them (the rounds will pack them)."""
         conn = self._reader()
         with _snapshot(conn):
             low, _ = queue_range_of(conn, topic, queue_id)
-            if _segments_end(conn, topic, queue_id, low) != columns.queue_offsets[0]:
+            before = _rows_between(conn, topic, queue_id, _segments_end(conn, topic, queue_id, low), columns)
+            if before is None:
                 return -1
-            packed = 0
+            columns, packed = before.then(columns), 0
             while (count := _whole_segment(columns.cut(packed))) > 0:
                 run = columns.cut(packed, packed + count)
                 _insert_segment(conn, topic, queue_id, run.queue_offsets[0], run, encode)
                 packed += count
-        return packed
+        return max(packed - len(before), 0)
 
     @translated
     def drop_segments(self) -> None:

@@ -70,7 +70,10 @@ def create(path: Path) -> sqlite3.Connection:
 def _open(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
-        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")  # takes effect on a new file only
+        # Both take effect on a new file only. 16 KiB pages: a 1 MB segment commits in 1.9 ms of
+        # CPU where 4 KiB pages take 3.2 (measured here).
+        conn.execute("PRAGMA page_size=16384")
+        conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(DDL)
         conn.execute("SELECT topic, queue_id, first, count, last_id, last_stored, data FROM segments LIMIT 0")
