@@ -143,11 +143,11 @@ class MessagingService(PullService):
             return
         run = QueueColumns(
             queue_offsets=stored.queue_offsets,
-            message_ids=[m.encode() for m in rows.message_ids],
+            message_ids=_utf8(rows.message_ids),
             transaction_ids=[b""] * len(rows),
-            keys=[k.encode() for k in rows.keys],
-            tags=[t.encode() for t in rows.tags],
-            properties=[p.encode() for p in rows.properties],
+            keys=_utf8(rows.keys),
+            tags=_utf8(rows.tags),
+            properties=_utf8(rows.properties),
             bodies=rows.bodies,
             born_timestamps=rows.born_timestamps,
             store_timestamps=[now_ms] * len(rows),
@@ -216,3 +216,9 @@ class MessagingService(PullService):
 
 def _placements(messages: Sequence[Message], appended: Appended) -> list[Placement | HalfmqError]:
     return appended.placements([m.topic for m in messages], [m.message_id for m in messages])
+
+
+def _utf8(values: Sequence[str]) -> list[bytes]:
+    """``values`` encoded, once when they are all the same (keys, tags or properties mostly are)."""
+    first = values[0]
+    return [first.encode()] * len(values) if values.count(first) == len(values) else [v.encode() for v in values]

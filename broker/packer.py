@@ -32,10 +32,10 @@ class Packer:
         self._metrics = metrics
         self._log = RateLimitedLog(log)
         self._verified: set[tuple[str, int]] = set()  # queues whose segments are known to be of this store
-        self._runs: deque[tuple[str, int, QueueColumns]] = deque()
+        self._runs: deque[tuple[str, int, QueueColumns, int]] = deque()  # each with its bytes of bodies
         self._held = 0  # bytes of bodies in _runs and _unpacked
-        # Per queue, its messages after its last segment, when all of them came in runs.
-        self._unpacked: dict[tuple[str, int], QueueColumns] = {}
+        # Per queue, its messages after its last segment, when all of them came in runs, and their bytes.
+        self._unpacked: dict[tuple[str, int], tuple[QueueColumns, int]] = {}
         # Per queue, when a run last continued its segments: while its runs do, rounds leave it to
         # them (a round reading rows whose run is on its way would pack them twice over, and the
         # run, no longer at the segments' end, would be dropped).
@@ -46,7 +46,7 @@ class Packer:
         """Messages just committed to a queue, in offset order, from its ``queue_offsets[0]`` on."""
         size = _size(columns)
         if (topic, queue_id) in self._verified and len(columns) and self._held + size <= HELD_BYTES:
-            self._runs.append((topic, queue_id, columns))
+            self._runs.append((topic, queue_id, columns, size))
             self._held += size
             self._ran.set()
 
@@ -66,20 +66,19 @@ class Packer:
         packed = 0
         self._ran.clear()
         while self._runs:
-            topic, queue_id, columns = self._runs.popleft()
-            self._held -= _size(columns)
-            before = self._unpacked.pop((topic, queue_id), None)
-            if before is not None:
-                self._held -= _size(before)
-                if before.queue_offsets[-1] + 1 == columns.queue_offsets[0]:
-                    columns = before.then(columns)
+            topic, queue_id, columns, size = self._runs.popleft()
+            self._held -= size
+            before, before_size = self._unpacked.pop((topic, queue_id), (None, 0))
+            self._held -= before_size
+            if before is not None and before.queue_offsets[-1] + 1 == columns.queue_offsets[0]:
+                columns = before.then(columns)
             done = await self._store.query(self._store.pack_run, topic, queue_id, columns, self._encode)
             rest = columns.cut(max(done, 0))
             if done >= 0:
                 self._continued[(topic, queue_id)] = asyncio.get_running_loop().time()
             if done >= 0 and len(rest):  # they continued the queue's segments: the rest waits for the next run
-                self._unpacked[(topic, queue_id)] = rest
-                self._held += _size(rest)
+                self._unpacked[(topic, queue_id)] = (rest, _size(rest))
+                self._held += self._unpacked[(topic, queue_id)][1]
             packed += max(done, 0)
         self._metrics.packed(packed)
         return packed

@@ -229,7 +229,9 @@ def receipts(ids: pa.Array, reply: pb.SendColumnsResponse) -> pa.Table:
     })  # fmt: skip
 
 
-CALLS_IN_FLIGHT = 4  # enough for the broker to commit one call while it reads the next
+# Enough for the broker to commit a group of calls while it reads the next ones: from one client,
+# 1 KB messages, 8 send 89,000 a second where 4 send 82,000 (16: 92,000).
+CALLS_IN_FLIGHT = 8
 
 
 async def send_table(client: BrokerClient, topic: str, table: pa.Table | pa.RecordBatch) -> pa.Table:
