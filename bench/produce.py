@@ -1,9 +1,10 @@
-"""Plain sends per second from one client, 1 KB messages, sync flush, against a broker process:
-``Producer.send_batch`` (a Message object per message, made in the timed loop, batches of
-``--batch``) beside ``Producer.send_table`` (one Arrow table of them all, built before the clock
-starts, as a table read from Parquet or handed over by Spark is), in alternating rounds; one
-broker per ``--segments`` value (with segments on, the packer packs what was just written). What
-building that table from a Python list of bodies costs is printed beside, not counted.
+"""Plain sends per second from one client, 1 KB messages (each body its own), sync flush,
+against a broker process: ``Producer.send_batch`` (a Message object per message, made in the
+timed loop, batches of ``--batch``) beside ``Producer.send_table`` (one Arrow table of them all,
+built before the clock starts, as a table read from Parquet or handed over by Spark is), in
+alternating rounds; one broker per ``--segments`` value (with segments on, the packer packs what
+was just written). What building that table from a Python list of bodies costs is printed
+beside, not counted.
 
     .venv/bin/python -m bench.produce --messages 100000 --batch 1024 --rounds 2 --segments on
 """
@@ -25,35 +26,42 @@ from bench.txn import start_broker
 from producer_sdk import Message, Producer
 
 
-def send_batches(producer: Producer, topic: str, count: int, batch: int, body: bytes) -> float:
+def send_batches(producer: Producer, topic: str, bodies: list[bytes], batch: int) -> float:
     """Messages per second, making the Message objects included."""
     began = time.perf_counter()
-    for start in range(0, count, batch):
-        producer.send_batch([Message(topic=topic, body=body) for _ in range(min(batch, count - start))])
-    return count / (time.perf_counter() - began)
+    for start in range(0, len(bodies), batch):
+        producer.send_batch([Message(topic=topic, body=body) for body in bodies[start : start + batch]])
+    return len(bodies) / (time.perf_counter() - began)
 
 
-def send_table(producer: Producer, topic: str, count: int, batch: int, body: bytes) -> float:
+def send_table(producer: Producer, topic: str, bodies: list[bytes], batch: int) -> float:
     """Messages per second of ``send_table`` on a table built before."""
-    table = bodies_table(count, body)
+    table = bodies_table(bodies)
     began = time.perf_counter()
     producer.send_table(topic, table)
-    return count / (time.perf_counter() - began)
+    return len(bodies) / (time.perf_counter() - began)
 
 
-def bodies_table(count: int, body: bytes) -> pa.Table:
-    return pa.table({"body": pa.array([body] * count, pa.binary())})
+def bodies_table(bodies: list[bytes]) -> pa.Table:
+    return pa.table({"body": pa.array(bodies, pa.binary())})
 
 
-WAYS: dict[str, Callable[[Producer, str, int, int, bytes], float]] = {
+def distinct_bodies(count: int, size: int) -> list[bytes]:
+    """``count`` bodies of ``size`` random bytes, each its own (its number first), as real
+    messages are: none is stored as a repeat of another."""
+    tail = os.urandom(max(size - 8, 0))
+    return [(i.to_bytes(8, "big") + tail)[:size] for i in range(count)]
+
+
+WAYS: dict[str, Callable[[Producer, str, list[bytes], int], float]] = {
     "send_batch": send_batches,
     "send_table": send_table,
 }
 
 
-def measure(address: str, way: str, count: int, batch: int, body: bytes) -> float:
+def measure(address: str, way: str, bodies: list[bytes], batch: int) -> float:
     with Producer(broker=address) as producer:
-        return WAYS[way](producer, "produce", count, batch, body)
+        return WAYS[way](producer, "produce", bodies, batch)
 
 
 def main() -> None:
@@ -64,7 +72,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--segments", default="on", help="the broker's --segments; on,off runs both")
     args = parser.parse_args()
-    body = os.urandom(args.body)
+    bodies = distinct_bodies(args.messages, args.body)
     runs = [(way, segments) for segments in args.segments.split(",") for way in WAYS]
     rates: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
     for _ in range(args.rounds):
@@ -72,7 +80,7 @@ def main() -> None:
             data = Path(tempfile.mkdtemp(prefix="halfmq-bench-produce-"))
             broker, address = start_broker(data, "--flush", "sync", "--segments", segments, "--topic", "produce:4")
             try:
-                rates[(way, segments)].append(measure(address, way, args.messages, args.batch, body))
+                rates[(way, segments)].append(measure(address, way, bodies, args.batch))
             finally:
                 broker.terminate()
                 broker.wait()
@@ -82,7 +90,7 @@ def main() -> None:
         print(f"{way}, segments {segments}: {' / '.join(f'{r:,.0f}' for r in measured)} msg/s,"
               f" mean {statistics.mean(measured):,.0f}")  # fmt: skip
     began = time.perf_counter()
-    bodies_table(args.messages, body)
+    bodies_table(bodies)
     print(f"building the table from a Python list of bodies (not counted above):"
           f" {args.messages / (time.perf_counter() - began):,.0f} msg/s")  # fmt: skip
     for segments in args.segments.split(","):
