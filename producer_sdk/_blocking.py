@@ -1,7 +1,9 @@
-"""Base of the blocking clients: a BrokerClient made on the process's SDK loop."""
+"""Bases of the blocking clients: ``with`` that closes them, and a BrokerClient made on the
+process's SDK loop."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Any, Self
 
@@ -14,7 +16,22 @@ async def _make_client(broker: str, timeout: float, token: str | None, tls_ca: T
     return BrokerClient(broker, timeout=timeout, token=token, tls_ca=tls_ca)
 
 
-class BlockingClient:
+class Closing(ABC):
+    """A blocking client used as ``with``: the block's end closes it."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class BlockingClient(Closing):
     def __init__(self, *, broker: str, timeout: float, token: str | None, tls_ca: TlsCa) -> None:
         self._loop = sdk_loop()
         self._client = self._loop.run(_make_client(broker, timeout, token, tls_ca))
@@ -24,11 +41,3 @@ class BlockingClient:
 
     def close(self) -> None:
         self._loop.run(self._client.close())
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

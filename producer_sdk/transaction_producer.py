@@ -11,6 +11,7 @@ from types import TracebackType
 from typing import Any
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
+from producer_sdk._blocking import Closing
 from producer_sdk._client import ENDS, HALVES, BrokerClient, TlsCa, message_to_pb, received_from_pb
 from producer_sdk._loop import sdk_loop
 from producer_sdk._session import RESOLUTIONS, SessionLoop
@@ -160,7 +161,7 @@ class AsyncTransactionProducer:
         return self._client
 
 
-class TransactionProducer:
+class TransactionProducer(Closing):
     """Blocking transactional producer; use as ``with``.
 
     ``execute_local_transaction`` runs in the calling thread; checks run in a pool of
@@ -207,11 +208,6 @@ class TransactionProducer:
     def __enter__(self) -> TransactionProducer:
         self.start()
         return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
         """As AsyncTransactionProducer.send_message_in_transaction, with the local transaction in this thread."""

@@ -12,6 +12,7 @@ from typing import Any, Self
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk._batcher import Batcher
+from producer_sdk._blocking import Closing
 from producer_sdk._client import BrokerClient, TlsCa, message_to_pb, receipt_from_pb
 from producer_sdk._loop import sdk_loop
 from producer_sdk.errors import BrokerUnavailable, InvalidTxnState, ProducerFenced, TransactionAborted
@@ -188,7 +189,7 @@ class AsyncTransactionalProducer:
             raise InvalidTxnState(f"{call} needs an open transaction: call begin_transaction first")
 
 
-class TransactionalProducer:
+class TransactionalProducer(Closing):
     """Blocking twin of AsyncTransactionalProducer; use as ``with``, or ``with p.transaction():``."""
 
     def __init__(
@@ -223,14 +224,6 @@ class TransactionalProducer:
 
     def close(self) -> None:
         self._loop.run(self._producer.close())
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def begin_transaction(self) -> None:
         self._producer.begin_transaction()
