@@ -73,12 +73,13 @@ class Packer:
             if before is not None and before.queue_offsets[-1] + 1 == columns.queue_offsets[0]:
                 columns = before.then(columns)
             done = await self._store.query(self._store.pack_run, topic, queue_id, columns, self._encode)
-            rest = columns.cut(max(done, 0))
-            if done >= 0:
+            if done >= 0:  # they continued the queue's segments: the rest waits for the next run
                 self._continued[(topic, queue_id)] = asyncio.get_running_loop().time()
-            if done >= 0 and len(rest):  # they continued the queue's segments: the rest waits for the next run
-                self._unpacked[(topic, queue_id)] = (rest, _size(rest))
-                self._held += self._unpacked[(topic, queue_id)][1]
+                rest = columns.cut(done)
+                if len(rest):
+                    rest_size = _size(rest)
+                    self._unpacked[(topic, queue_id)] = (rest, rest_size)
+                    self._held += rest_size
             packed += max(done, 0)
         self._metrics.packed(packed)
         return packed

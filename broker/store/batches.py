@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from broker.errors import MessageIdInUse, RangeNotOpen
 from broker.model import BatchEnd, MessageRows, OpenRange
 from broker.store.logs import LogStore
-from broker.store.sql import OPEN_HOLDING, json_text, rows_in, translated
+from broker.store.sql import FROM_JSON, OPEN_HOLDING, json_text, rows_in, translated
 
 
 def roll_back_ranges(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
@@ -143,5 +143,5 @@ def _commit_ranges(conn: sqlite3.Connection, producer_group: str, batch_id: int,
                 f"range {range_id} is not open in batch {batch_id} of producer group {producer_group!r}: never"
                 " prepared there, or rolled back since (the batch timeout, or an end of a later batch)"
             )
-    conn.execute("DELETE FROM open_ranges WHERE range_id IN (SELECT value FROM json_each(?))", (json_text(wanted),))
+    conn.execute(f"DELETE FROM open_ranges WHERE range_id IN ({FROM_JSON})", (json_text(wanted),))
     return sum(found.values())

@@ -221,10 +221,14 @@ def half_values(message: Message) -> tuple[object, ...]:
             message.born_timestamp)  # fmt: skip
 
 
+# The values of a JSON array bound as one parameter (``json_text``), for ``IN (...)``.
+FROM_JSON = "SELECT value FROM json_each(?)"
+
+
 def rows_in(conn: sqlite3.Connection, query: str, values: Sequence[object], *params: object) -> list[Any]:
     """The rows of ``query``, whose ``IN ({})`` is filled with ``values`` (after ``params``): one
     statement however many values, which SQLite reads from one JSON array."""
-    return conn.execute(query.format("SELECT value FROM json_each(?)"), (*params, json_text(values))).fetchall()
+    return conn.execute(query.format(FROM_JSON), (*params, json_text(values))).fetchall()
 
 
 def json_text(values: Sequence[object]) -> str:
