@@ -106,6 +106,21 @@ def test_a_table_sent_again_with_its_ids_is_stored_once(running):
     assert store_snapshot(data_dir(running)) == before
 
 
+def test_a_table_mixing_stored_and_new_ids_stores_the_new_ones_at_the_next_offsets(running):
+    with Producer(broker=running.address) as producer:
+        first = producer.send_table("orders", pa.table({"body": [b"x"], "message_id": ["kept"]})).to_pylist()
+        mixed = producer.send_table(
+            "orders", pa.table({"body": [b"n1", b"x", b"n2"], "message_id": ["new-1", "kept", "new-2"]})
+        ).to_pylist()
+    assert mixed[1] == first[0]
+    (queue,) = {mixed[0]["queue_id"], mixed[2]["queue_id"]}
+    assert queue != first[0]["queue_id"]  # the queues take turns
+    assert [mixed[0]["queue_offset"], mixed[2]["queue_offset"]] == [0, 1]  # no offset lost to the stored id
+    with PullConsumer(broker=running.address, group="g") as consumer:
+        pulled = consumer.pull("orders", queue_id=queue, offset=0).messages
+    assert [(m.message_id, m.body) for m in pulled] == [("new-1", b"n1"), ("new-2", b"n2")]
+
+
 def packed(values: list[bytes]) -> pb.PackedColumn:
     return pb.PackedColumn(offsets=array("i", accumulate(map(len, values), initial=0)).tobytes(), data=b"".join(values))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Sequence
 
@@ -78,6 +79,14 @@ class LogStore(StoreBase):
             message_id
             for (message_id,) in rows_in(conn, "SELECT message_id FROM transactions WHERE message_id IN ({})", ids)
         }
+        if not in_transactions and len(set(zip(rows.topics, ids, strict=True))) == len(ids):
+            # Ids are almost always new: the insert itself finds one already in its topic (its
+            # unique index refuses the statement, which SQLite undoes alone), not a lookup first.
+            offsets = self._tails.next_each(rows.topics, queue_ids)
+            with contextlib.suppress(sqlite3.IntegrityError):
+                insert_messages(conn, rows, queue_ids, offsets, now_ms)
+                self._tails.taken(rows.topics, queue_ids, offsets)
+                return Appended(queue_ids, offsets, {}, len(ids))
         stored = {
             (topic, message_id): (queue_id, queue_offset)
             for topic in set(rows.topics)
@@ -86,10 +95,6 @@ class LogStore(StoreBase):
                 ids, topic,
             )
         }  # fmt: skip
-        if not in_transactions and not stored and len(set(zip(rows.topics, ids, strict=True))) == len(ids):
-            offsets = self._tails.take_each(rows.topics, queue_ids)
-            insert_messages(conn, rows, queue_ids, offsets, now_ms)
-            return Appended(queue_ids, offsets, {}, len(ids))
         held = {
             (topic, message_id)
             for topic in {topic for topic, _ in stored}

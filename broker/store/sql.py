@@ -165,12 +165,23 @@ class QueueTails:
         self._next[(topic, queue_id)] = first + count
         return first
 
-    def take_each(self, topics: Sequence[str], queue_ids: Sequence[int]) -> list[int]:
-        """``take`` for message i of ``topics[i]`` and ``queue_ids[i]``; a run in one queue at once."""
+    def next_each(self, topics: Sequence[str], queue_ids: Sequence[int]) -> list[int]:
+        """The offsets the next messages, message i to ``topics[i]`` and ``queue_ids[i]``, will
+        get (``taken`` once they are appended); a run in one queue at once."""
         if len(set(topics)) == 1 and len(set(queue_ids)) == 1:
-            first = self.take_run(topics[0], queue_ids[0], len(topics))
+            first = self.next(topics[0], queue_ids[0])
             return list(range(first, first + len(topics)))
-        return [self.take(topic, queue_id) for topic, queue_id in zip(topics, queue_ids, strict=True)]
+        after: dict[tuple[str, int], int] = {}
+        offsets = []
+        for queue in zip(topics, queue_ids, strict=True):
+            offsets.append(after.get(queue, self.next(*queue)))
+            after[queue] = offsets[-1] + 1
+        return offsets
+
+    def taken(self, topics: Sequence[str], queue_ids: Sequence[int], offsets: Sequence[int]) -> None:
+        """Messages were appended at ``offsets`` (from ``next_each``)."""
+        for queue, offset in dict(zip(zip(topics, queue_ids, strict=True), offsets, strict=True)).items():
+            self._next[queue] = offset + 1
 
 
 def topic_of(name: str, queues: int, retention_ms: int | None) -> Topic:
