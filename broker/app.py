@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from broker.batches import BatchService
+from broker.checkpoints import Checkpointer
 from broker.clock import Clock, system_clock
 from broker.config import Settings
 from broker.controls import ControlledClock, TestControls
@@ -131,6 +132,7 @@ class Broker:
         checks = self.checks.run if self.controls is None else self.controls.run_checks
         self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
         self._tasks.append(asyncio.create_task(self.retention.run()))
+        self._tasks.append(asyncio.create_task(Checkpointer(self.store).run()))
         self._tasks.append(asyncio.create_task(self.batches.run()))
         self._tasks.append(asyncio.create_task(self.kafka_txns.run()))
         if self.settings.segments:

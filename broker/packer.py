@@ -1,5 +1,5 @@
 """The packer: packs every real topic's committed messages into segments (``broker.store.segments``)
-in the background, a few segments of a queue at a time, on the store's reader threads. A whole
+in the background, a few segments of a queue at a time, on the store's background thread. A whole
 SendColumns call's messages, all written to one queue, are handed over as soon as they are
 committed: the packer keeps each queue's messages not yet packed in memory while they continue
 its segments, and packs every whole segment from there, without reading it back."""
@@ -72,7 +72,7 @@ class Packer:
             self._held -= before_size
             if before is not None and before.queue_offsets[-1] + 1 == columns.queue_offsets[0]:
                 columns = before.then(columns)
-            done = await self._store.query(self._store.pack_run, topic, queue_id, columns, self._encode)
+            done = await self._store.in_background(self._store.pack_run, topic, queue_id, columns, self._encode)
             if done >= 0:  # they continued the queue's segments: the rest waits for the next run
                 self._continued[(topic, queue_id)] = asyncio.get_running_loop().time()
                 rest = columns.cut(done)
@@ -96,7 +96,7 @@ class Packer:
                 queue = (topic.name, queue_id)
                 if self._continued.get(queue, recent) > recent:
                     continue
-                packed += await self._store.query(
+                packed += await self._store.in_background(
                     self._store.pack,
                     *queue,
                     self._encode,

@@ -62,7 +62,6 @@ class RetentionService:
         self._metrics = metrics
         self._clock = clock
         self._log = RateLimitedLog(log)
-        self._short_checkpoint = False
 
     def _retention_of(self, topic_retention: float | None) -> float:
         return self._policy.seconds if topic_retention is None else topic_retention
@@ -96,8 +95,6 @@ class RetentionService:
                 pass
             self._metrics.retention_deleted(swept.messages, swept.transactions)
             log.debug("retention deleted %d messages and %d transactions", swept.messages, swept.transactions)
-        if swept or self._short_checkpoint:  # until one copies the whole log, the file keeps its old size
-            self._short_checkpoint = not await self._store.query(self._store.checkpoint)
         return swept
 
     async def _fit(self, now: int, max_bytes: int) -> Swept:

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import shutil
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import grpc
 import httpx
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions
 
@@ -26,6 +29,7 @@ from broker.grpc_api.convert import columns_to_pb, segment_to_pb
 from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, Packed, PullBatch, Topic
 from broker.packer import INTERVAL
 from broker.store import Store
+from broker.store.reads import BACKGROUND_NICE
 from broker.store.segments import SEGMENTS_FILE
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
@@ -515,3 +519,25 @@ def test_a_call_with_a_message_stored_before_it_is_not_handed_to_the_packer(tmp_
 
     assert asyncio.run(scenario()) == ([1, 2], 1)
     assert [(topic, queue, len(columns)) for topic, queue, columns in runs] == [("t", 0, 2)]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="only Linux gives a thread a nice value of its own")
+def test_segments_are_packed_at_a_lower_cpu_priority_than_writes(tmp_path, monkeypatch):
+    broker = BrokerThread(broker_settings(tmp_path / "data"))
+    try:
+        store = broker.broker.store
+        priorities: list[int] = []
+        pack_run = store.pack_run
+
+        def recording(*args: object) -> int:
+            priorities.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            return pack_run(*args)
+
+        monkeypatch.setattr(store, "pack_run", recording)
+        with Producer(broker=broker.address) as producer:
+            producer.send_table("orders", pa.table({"body": [b"x" * 100] * MAX_PULL}))
+        wait_until(lambda: priorities)
+    finally:
+        broker.stop()
+    # The writer, the event loop and the readers keep the process's priority, as this thread does.
+    assert set(priorities) == {os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE}

@@ -109,7 +109,7 @@ class SegmentStore(StoreBase):
         tail short of that; delete those wholly below the low offset. With ``verify``, first
         delete the queue's segments from the first one that is not of this store's rows on (a
         file replaced or restored under them). Returns how many messages it packed. Runs on a
-        reader thread (``query``): the writer never waits for it."""
+        background thread (``in_background``): the writer never waits for it."""
         check_data_topic(topic)
         conn = self._reader()
         with _snapshot(conn):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
+import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -24,6 +26,9 @@ from broker.store.segments import attach, packed_at
 from broker.store.sql import MESSAGE_COLUMNS, STABLE_END, queue_floor, row_to_message, topic_of, translated
 
 READER_THREADS = 4
+# How much lower than the rest of the broker the background thread's CPU priority is (Linux nice,
+# which is per thread there): its work waits for the cores while writes and reads want them.
+BACKGROUND_NICE = 10
 # As much as SQLite allows (its build caps it: 2 GB in Python's); the rest is read as before.
 READ_MMAP_BYTES = 1 << 40
 P = ParamSpec("P")
@@ -89,6 +94,13 @@ def queue_range_of(conn: sqlite3.Connection, topic: str, queue_id: int) -> tuple
     return low, max(low, high + 1 if stable is None else min(high + 1, stable))
 
 
+def _lower_priority() -> None:
+    """Lower the calling thread's CPU priority by BACKGROUND_NICE where the nice value is per
+    thread (Linux); elsewhere it would lower the whole process's, so it is left as it is."""
+    if sys.platform == "linux":
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE)
+
+
 class QueueReader(ABC):
     """Reads of the queue logs in ``path``, each on its reader thread's own connection."""
 
@@ -99,6 +111,7 @@ class QueueReader(ABC):
         self._readers_lock = threading.Lock()
         self._closed = False
         self._read_pool = ThreadPoolExecutor(READER_THREADS, thread_name_prefix="halfmq-reader")
+        self._background = ThreadPoolExecutor(1, thread_name_prefix="halfmq-background", initializer=_lower_priority)
 
     @abstractmethod
     def topic(self, name: str) -> Topic:
@@ -112,6 +125,7 @@ class QueueReader(ABC):
         """Finish the reads under way, then close every reader's connection."""
         self._closed = True
         self._read_pool.shutdown(wait=True)
+        self._background.shutdown(wait=True)
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
@@ -122,6 +136,12 @@ class QueueReader(ABC):
         readers run beside the writer), so the event loop only awaits it."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._read_pool, lambda: read(*args, **kwargs))
+
+    async def in_background(self, read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``query`` for work no request waits on (packing segments): one at a time, on a thread
+        of its own at a lower CPU priority (BACKGROUND_NICE)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._background, lambda: read(*args, **kwargs))
 
     def _reader(self) -> sqlite3.Connection:
         if self._closed:

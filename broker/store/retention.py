@@ -174,9 +174,8 @@ class RetentionStore(StoreBase):
     @translated
     def checkpoint(self) -> bool:
         """Copy the write-ahead log into the database file, without waiting for anyone; True if
-        all of it was copied. In WAL mode the file takes the size ``reclaim`` gave it only then:
-        SQLite's automatic checkpoints wait for a thousand pages of new writes, which a quiet
-        broker may never make, and a reader on an older snapshot stops a checkpoint short."""
+        all of it was copied (a reader on an older snapshot stops a checkpoint short). In WAL mode
+        the file takes the size ``reclaim`` gave it only then."""
         busy, frames, copied = self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return not busy and frames == copied
 

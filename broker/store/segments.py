@@ -9,8 +9,8 @@ segment, is read as rows.
 
 Segments live in their own file beside the store (``SEGMENTS_FILE``), attached to every reader
 connection as ``segments``. They are derived: the broker packs them after the rows are committed
-(``broker.store.packing``, on a reader thread, never on the writer), deletes them once retention
-has passed them, and a deleted file is packed again. A segment is served only while the store's
+(``broker.store.packing``, on the store's background thread, never on the writer), deletes them
+once retention has passed them, and a deleted file is packed again. A segment is served only while the store's
 row at its last offset is still the message it was packed from (message id and store time), so a
 store file replaced, restored or compacted under it never has stale segments served. The store
 knows nothing of what a segment's bytes are: ``Encode`` is the serving front end's.
