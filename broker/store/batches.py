@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from broker.errors import MessageIdInUse, RangeNotOpen
 from broker.model import BatchEnd, MessageRows, OpenRange
 from broker.store.logs import LogStore
-from broker.store.sql import FROM_JSON, OPEN_HOLDING, json_text, rows_in, translated
+from broker.store.sql import FROM_JSON, OPEN_HOLDING, MessagesInsert, json_text, rows_in, translated
 
 
 def roll_back_ranges(conn: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
@@ -49,6 +49,7 @@ class BatchStore(LogStore):
         batch or below rolls that range back first (an earlier attempt at the batch, which can
         no longer commit). Raises MessageIdInUse, naming the row, for a message id of a half
         message or of another group's or a later batch's open range; nothing is written then."""
+        insert = MessagesInsert(rows, [queue_id] * len(rows))
 
         def work(conn: sqlite3.Connection) -> OpenRange:
             topic = rows.topics[0]
@@ -68,7 +69,7 @@ class BatchStore(LogStore):
             if earlier:
                 roll_back_ranges(conn, f"range_id IN ({', '.join('?' * len(earlier))})", earlier)
             first = self._tails.next(topic, queue_id)  # new messages take the offsets from here in a row
-            appended = self._append_rows(conn, rows, [queue_id] * len(rows), now_ms)
+            appended = self._append_rows(conn, insert, now_ms)
             for row, refusal in sorted(appended.refused.items())[:1]:
                 raise type(refusal)(f"row {row}: {refusal}")
             if not appended.new:

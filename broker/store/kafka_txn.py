@@ -29,7 +29,7 @@ from broker.errors import (
 from broker.model import AbortedBy, Message, MessageRows, OffsetInTxn, ProducerEpoch, TransactionalId, TxnEnd, TxnState
 from broker.store.batches import roll_back_ranges
 from broker.store.logs import LogStore, message_rows
-from broker.store.sql import OPEN_HOLDING, rows_in, translated
+from broker.store.sql import OPEN_HOLDING, MessagesInsert, rows_in, translated
 
 _COLUMNS = "epoch, txn_number, state, ended_by"
 
@@ -77,7 +77,8 @@ class KafkaTxnStore(LogStore):
         Raises ProducerFenced, TransactionalIdNotFound, InvalidTxnState, TransactionAborted,
         or MessageIdInUse (naming the message) for an id stored before or held elsewhere."""
 
-        rows, queue_ids = message_rows(placed)
+        insert = MessagesInsert(*message_rows(placed))
+        rows, queue_ids = insert.rows, insert.queue_ids
 
         def work(conn: sqlite3.Connection) -> list[tuple[int, int]]:
             _join(conn, transactional_id, epoch, txn_number, now_ms)
@@ -85,7 +86,7 @@ class KafkaTxnStore(LogStore):
             if held is not None:  # the same send, retried: it was stored
                 return held
             before = {(t, q): self._tails.next(t, q) for t, q in zip(rows.topics, queue_ids, strict=True)}
-            appended = self._append_rows(conn, rows, queue_ids, now_ms)
+            appended = self._append_rows(conn, insert, now_ms)
             for row, refusal in sorted(appended.refused.items())[:1]:
                 raise type(refusal)(f"message {row}: {refusal}")
             placed = list(zip(appended.queue_ids, appended.queue_offsets, strict=True))

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
 from broker.model import Appended, Message, MessageRows, Topic
 from broker.store.base import StoreBase
-from broker.store.sql import OPEN_HOLDING, insert_messages, json_list, json_object, rows_in, topic_of
+from broker.store.sql import FROM_JSON, OPEN_HOLDING, MessagesInsert, json_list, json_object, rows_in, topic_of
 
 
 class LogStore(StoreBase):
@@ -53,9 +53,10 @@ class LogStore(StoreBase):
         """Append messages to the given queues, all or none: the first refusal undoes them all.
         A message id already in its topic is not stored again and its original position is
         returned instead."""
+        insert = MessagesInsert(*message_rows(placed))
 
         def work(conn: sqlite3.Connection) -> Appended:
-            appended = self._append_rows(conn, *message_rows(placed), now_ms)
+            appended = self._append_rows(conn, insert, now_ms)
             for refusal in appended.refused.values():
                 raise refusal
             return appended
@@ -65,26 +66,28 @@ class LogStore(StoreBase):
     async def append_each(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> Appended:
         """``append``, each message on its own: its position or its refusal (MessageIdInUse);
         a storage failure fails them all."""
-        return await self._writer.run(lambda conn: self._append_rows(conn, *message_rows(placed), now_ms))
+        insert = MessagesInsert(*message_rows(placed))
+        return await self._writer.run(lambda conn: self._append_rows(conn, insert, now_ms))
 
     async def append_rows(self, rows: MessageRows, queue_ids: Sequence[int], now_ms: int) -> Appended:
         """``append_each`` of messages as columns, message i to queue ``queue_ids[i]``."""
-        return await self._writer.run(lambda conn: self._append_rows(conn, rows, queue_ids, now_ms))
+        insert = MessagesInsert(rows, queue_ids)
+        return await self._writer.run(lambda conn: self._append_rows(conn, insert, now_ms))
 
-    def _append_rows(
-        self, conn: sqlite3.Connection, rows: MessageRows, queue_ids: Sequence[int], now_ms: int
-    ) -> Appended:
-        ids = rows.message_ids
+    def _append_rows(self, conn: sqlite3.Connection, insert: MessagesInsert, now_ms: int) -> Appended:
+        rows, queue_ids, ids = insert.rows, insert.queue_ids, insert.rows.message_ids
         in_transactions = {
             message_id
-            for (message_id,) in rows_in(conn, "SELECT message_id FROM transactions WHERE message_id IN ({})", ids)
+            for (message_id,) in conn.execute(
+                f"SELECT message_id FROM transactions WHERE message_id IN ({FROM_JSON})", (insert.ids,)
+            )
         }
         if not in_transactions and len(set(zip(rows.topics, ids, strict=True))) == len(ids):
             # Ids are almost always new: the insert itself finds one already in its topic (its
             # unique index refuses the statement, which SQLite undoes alone), not a lookup first.
             offsets = self._tails.next_each(rows.topics, queue_ids)
             with contextlib.suppress(sqlite3.IntegrityError):
-                insert_messages(conn, rows, queue_ids, offsets, now_ms)
+                insert.run(conn, offsets, now_ms)
                 self._tails.taken(rows.topics, queue_ids, offsets)
                 return Appended(queue_ids, offsets, {}, len(ids))
         stored = {
@@ -114,7 +117,7 @@ class LogStore(StoreBase):
                 known = stored[(topic, message_id)] = (queue_id, self._tails.take(topic, queue_id))
                 new.append(index)
             placed.append(known)
-        insert_messages(conn, rows.take(new), [queue_ids[i] for i in new], [placed[i][1] for i in new], now_ms)
+        MessagesInsert(rows.take(new), [queue_ids[i] for i in new]).run(conn, [placed[i][1] for i in new], now_ms)
         return Appended([q for q, _ in placed], [o for _, o in placed], refused, len(new))
 
     def low_offsets(self) -> dict[tuple[str, int], int]:
@@ -123,7 +126,7 @@ class LogStore(StoreBase):
 
 
 def message_rows(placed: Sequence[tuple[Message, int]]) -> tuple[MessageRows, list[int]]:
-    """Messages and their queues as the columns ``_append_rows`` takes."""
+    """Messages and their queues as the columns ``MessagesInsert`` takes."""
     messages = [message for message, _ in placed]
     rows = MessageRows(
         topics=[m.topic for m in messages],

@@ -2,7 +2,7 @@
 
 Used inside the writer's jobs and by the readers; nothing outside ``broker.store`` imports it.
 The hot paths use the standard ``sqlite3`` module, not sqlite-utils, and hand SQLite a whole
-batch in one statement where they can (``insert_messages``, ``rows_in``). sqlite-utils serves
+batch in one statement where they can (``MessagesInsert``, ``rows_in``). sqlite-utils serves
 the schema migrations (``migrate.py``) and the offline store tools.
 """
 
@@ -247,30 +247,43 @@ def json_text(values: Sequence[object]) -> str:
     return json.dumps(list(values), ensure_ascii=False)
 
 
-def insert_messages(
-    conn: sqlite3.Connection, rows: MessageRows, queue_ids: Sequence[int], offsets: Sequence[int], now_ms: int
-) -> None:
-    """Insert ``rows``, row i at ``queue_ids[i]`` and ``offsets[i]``, in one statement: SQLite
-    steps through them on its own, with Python's GIL let go, where ``executemany`` takes the GIL
-    back for every row to bind its values (1,024 rows of 1 KB: 2.8 against 4.2 us a row here,
-    Python's part included). A column holding one value is bound once; any other is bound as its
-    values end to end, beside where each one ends."""
-    if not rows:
-        return
-    values: dict[str, object] = {"ids": json_text(rows.message_ids), "now": now_ms}
-    exprs = [
-        _column_sql(name, column, values)
-        for name, column in (("topic", rows.topics), ("queue_id", queue_ids), ("queue_offset", offsets))
-    ]
-    exprs += ["j.value", "''"]
-    exprs += [
-        _column_sql(name, column, values)
-        for name, column in (("keys", rows.keys), ("tags", rows.tags), ("properties", rows.properties),
-                             ("body", rows.bodies), ("born", rows.born_timestamps))
-    ]  # fmt: skip
-    conn.execute(
-        f"INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT {', '.join(exprs)}, :now FROM json_each(:ids) j", values
-    )
+class MessagesInsert:
+    """The one statement that inserts ``rows``, row i to queue ``queue_ids[i]``, made ready
+    before the writer runs it (``run``), so that the writer's thread, which every write waits
+    for, only binds the offsets it hands out. SQLite steps through the rows on its own, with
+    Python's GIL let go, where ``executemany`` takes the GIL back for every row to bind its
+    values (1,024 rows of 1 KB: 2.8 against 4.2 us a row here, Python's part included). A column
+    holding one value is bound once; any other is bound as its values end to end, beside where
+    each one ends."""
+
+    def __init__(self, rows: MessageRows, queue_ids: Sequence[int]) -> None:
+        self.rows = rows
+        self.queue_ids = queue_ids
+        self.ids = json_text(rows.message_ids)  # also what a lookup of the rows' ids binds
+        self._values: dict[str, object] = {"ids": self.ids}
+        if not rows:
+            return
+        self._head = ", ".join(
+            _column_sql(name, column, self._values)
+            for name, column in (("topic", rows.topics), ("queue_id", queue_ids))
+        )
+        self._tail = ", ".join(
+            _column_sql(name, column, self._values)
+            for name, column in (("keys", rows.keys), ("tags", rows.tags), ("properties", rows.properties),
+                                 ("body", rows.bodies), ("born", rows.born_timestamps))
+        )  # fmt: skip
+
+    def run(self, conn: sqlite3.Connection, offsets: Sequence[int], now_ms: int) -> None:
+        """Insert the rows, row i at ``offsets[i]``."""
+        if not self.rows:
+            return
+        values = {**self._values, "now": now_ms}
+        offset = _column_sql("queue_offset", offsets, values)
+        conn.execute(
+            f"INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT {self._head}, {offset}, j.value, '', {self._tail}, :now"
+            " FROM json_each(:ids) j",
+            values,
+        )
 
 
 # A number in a fixed-width list of them: 20 digits hold any int64 with its sign.
@@ -279,7 +292,7 @@ _FIXED = b"%020d"
 
 
 def _column_sql(name: str, column: Sequence[Any], values: dict[str, object]) -> str:
-    """The SQL of row ``j.key``'s value of ``column`` in ``insert_messages``, adding what it binds
+    """The SQL of row ``j.key``'s value of ``column`` in ``MessagesInsert``, adding what it binds
     to ``values``."""
     first = column[0]
     if column.count(first) == len(column):
