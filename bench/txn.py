@@ -316,6 +316,9 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=1, help="times each broker variant is run, alternating")
     args = parser.parse_args()
+    unknown = set(args.shapes.split(",")) - set(SHAPES)
+    if unknown:
+        parser.error(f"unknown shapes {', '.join(sorted(unknown))}: choose from {', '.join(SHAPES)}")
     body = os.urandom(args.body)
 
     listener = Listener(args.unknown_ratio)
