@@ -159,12 +159,6 @@ class QueueTails:
         self._next[(topic, queue_id)] = offset + 1
         return offset
 
-    def take_run(self, topic: str, queue_id: int, count: int) -> int:
-        """The first of ``count`` offsets in a row for the next messages of the queue."""
-        first = self._next.get((topic, queue_id), 0)
-        self._next[(topic, queue_id)] = first + count
-        return first
-
     def next_each(self, topics: Sequence[str], queue_ids: Sequence[int]) -> list[int]:
         """The offsets the next messages, message i to ``topics[i]`` and ``queue_ids[i]``, will
         get (``taken`` once they are appended); a run in one queue at once."""
