@@ -541,3 +541,16 @@ def test_segments_are_packed_at_a_lower_cpu_priority_than_writes(tmp_path, monke
         broker.stop()
     # The writer, the event loop and the readers keep the process's priority, as this thread does.
     assert set(priorities) == {os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE}
+
+
+def test_background_work_runs_where_the_system_refuses_a_lower_priority(tmp_path, monkeypatch, caplog):
+    def refuse(*args: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "setpriority", refuse)  # as a sandbox's system-call rules may
+    store = Store(tmp_path / "data")
+    try:
+        assert asyncio.run(store.in_background(threading.get_native_id)) != threading.get_native_id()
+    finally:
+        store.close()
+    assert any("keeps the broker's CPU priority" in r.getMessage() for r in caplog.records) == (sys.platform == "linux")

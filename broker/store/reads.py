@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import sqlite3
 import sys
@@ -24,6 +25,8 @@ from broker.errors import BrokerClosed, TopicNotFound
 from broker.model import Packed, QueueColumns, StoredMessage, Topic
 from broker.store.segments import attach, packed_at
 from broker.store.sql import MESSAGE_COLUMNS, STABLE_END, queue_floor, row_to_message, topic_of, translated
+
+log = logging.getLogger(__name__)
 
 READER_THREADS = 4
 # How much lower than the rest of the broker the background thread's CPU priority is (Linux nice,
@@ -96,9 +99,15 @@ def queue_range_of(conn: sqlite3.Connection, topic: str, queue_id: int) -> tuple
 
 def _lower_priority() -> None:
     """Lower the calling thread's CPU priority by BACKGROUND_NICE where the nice value is per
-    thread (Linux); elsewhere it would lower the whole process's, so it is left as it is."""
-    if sys.platform == "linux":
+    thread (Linux); elsewhere it would lower the whole process's, so it is left as it is. Where
+    the system refuses (a sandbox's rules), the thread keeps the broker's priority: a failure
+    here would break the thread pool, and the work with it."""
+    if sys.platform != "linux":
+        return
+    try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICE)
+    except OSError as exc:
+        log.warning("the background thread keeps the broker's CPU priority: %s", exc)
 
 
 class QueueReader(ABC):
@@ -138,8 +147,8 @@ class QueueReader(ABC):
         return await loop.run_in_executor(self._read_pool, lambda: read(*args, **kwargs))
 
     async def in_background(self, read: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        """``query`` for work no request waits on (packing segments): one at a time, on a thread
-        of its own at a lower CPU priority (BACKGROUND_NICE)."""
+        """``query`` for work no request waits on (packing segments, checkpoints): one at a time,
+        on a thread of its own at a lower CPU priority (BACKGROUND_NICE)."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._background, lambda: read(*args, **kwargs))
 
