@@ -7,6 +7,10 @@ was just written). What building that table from a Python list of bodies costs i
 beside, not counted.
 
     .venv/bin/python -m bench.produce --messages 100000 --batch 1024 --rounds 2 --segments on
+    .venv/bin/python -m bench.produce --messages 400000 --rounds 3 --baseline ../base
+
+With ``--baseline`` (another source tree, a git worktree of an earlier commit, say), that tree's
+broker runs too, alternating with this one's in every round, and each way's ratio to it is printed.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bench.txn import start_broker
+from bench.txn import ROOT, start_broker
 from producer_sdk import Message, Producer
 
 
@@ -71,30 +75,39 @@ def main() -> None:
     parser.add_argument("--body", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--segments", default="on", help="the broker's --segments; on,off runs both")
+    parser.add_argument("--baseline", type=Path, help="another source tree whose broker also runs, and compares")
     args = parser.parse_args()
     bodies = distinct_bodies(args.messages, args.body)
-    runs = [(way, segments) for segments in args.segments.split(",") for way in WAYS]
-    rates: dict[tuple[str, str], list[float]] = {run: [] for run in runs}
+    trees = [ROOT] if args.baseline is None else [ROOT, args.baseline.resolve()]
+    runs = [(way, segments, tree) for segments in args.segments.split(",") for way in WAYS for tree in trees]
+    rates: dict[tuple[str, str, Path], list[float]] = {run: [] for run in runs}
     for _ in range(args.rounds):
-        for way, segments in runs:
+        for way, segments, tree in runs:
             data = Path(tempfile.mkdtemp(prefix="halfmq-bench-produce-"))
-            broker, address = start_broker(data, "--flush", "sync", "--segments", segments, "--topic", "produce:4")
+            broker, address = start_broker(
+                data, "--flush", "sync", "--segments", segments, "--topic", "produce:4", tree=tree
+            )
             try:
-                rates[(way, segments)].append(measure(address, way, bodies, args.batch))
+                rates[(way, segments, tree)].append(measure(address, way, bodies, args.batch))
             finally:
                 broker.terminate()
                 broker.wait()
                 shutil.rmtree(data, ignore_errors=True)
     print(f"config: messages={args.messages} batch={args.batch} body={args.body}B flush=sync cpus={os.cpu_count()}")
-    for (way, segments), measured in rates.items():
-        print(f"{way}, segments {segments}: {' / '.join(f'{r:,.0f}' for r in measured)} msg/s,"
+    for (way, segments, tree), measured in rates.items():
+        print(f"{way}, segments {segments}, {tree}: {' / '.join(f'{r:,.0f}' for r in measured)} msg/s,"
               f" mean {statistics.mean(measured):,.0f}")  # fmt: skip
+    if args.baseline is not None:
+        for way, segments, tree in runs:
+            if tree != ROOT:
+                ratio = statistics.mean(rates[(way, segments, ROOT)]) / statistics.mean(rates[(way, segments, tree)])
+                print(f"ratio {way}, segments {segments}: this tree / {tree}: {ratio:.3f}")
     began = time.perf_counter()
     bodies_table(bodies)
     print(f"building the table from a Python list of bodies (not counted above):"
           f" {args.messages / (time.perf_counter() - began):,.0f} msg/s")  # fmt: skip
     for segments in args.segments.split(","):
-        table, batch = (statistics.mean(rates[(way, segments)]) for way in ("send_table", "send_batch"))
+        table, batch = (statistics.mean(rates[(way, segments, ROOT)]) for way in ("send_table", "send_batch"))
         print(f"segments {segments}: send_table / send_batch {table / batch:.2f}; send_table {table:,.0f} msg/s"
               " (goal: at least 100,000)")  # fmt: skip
 

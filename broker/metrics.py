@@ -91,12 +91,12 @@ class Metrics:
         self, usage: Callable[[], tuple[int, int]], low_offsets: Callable[[], dict[tuple[str, int], int]]
     ) -> None:
         """Read the store's size (on disk, in use) and every queue's low offset at each scrape."""
-        Gauge("halfmq_store_bytes", "Bytes the store's files take on disk", registry=self.registry).set_function(
+        Gauge("halfmq_store_bytes", "Bytes every file of the store takes on disk", registry=self.registry).set_function(
             lambda: usage()[0]
         )
-        Gauge(
-            "halfmq_store_used_bytes", "Bytes of the store in use (free pages left out)", registry=self.registry
-        ).set_function(lambda: usage()[1])
+        Gauge("halfmq_store_used_bytes", "Bytes of the databases' pages in use", registry=self.registry).set_function(
+            lambda: usage()[1]
+        )
         self.registry.register(_LowOffsets(low_offsets))
 
     def retention_deleted(self, messages: int, transactions: int) -> None:

@@ -26,7 +26,7 @@ from broker.store import Store
 log = logging.getLogger(__name__)
 
 STEP = 1000  # rows deleted per write job: other writes never wait behind more than one step
-RECLAIM_PAGES = 2048  # pages handed back to the file system per write job
+RECLAIM_PAGES = 256  # pages handed back per write job (4 MiB moved within the file at most)
 MIN_INTERVAL, MAX_INTERVAL = 0.5, 10.0
 
 
@@ -91,28 +91,41 @@ class RetentionService:
         if self._policy.max_bytes is not None:
             swept += await self._fit(now, self._policy.max_bytes)
         if swept:
-            while await self._store.reclaim(RECLAIM_PAGES):
-                pass
+            await self._reclaim()
             self._metrics.retention_deleted(swept.messages, swept.transactions)
             log.debug("retention deleted %d messages and %d transactions", swept.messages, swept.transactions)
         return swept
 
+    async def _reclaim(self) -> None:
+        """Hand the pages freed back to the file system (beyond those kept for reuse)."""
+        while await self._store.reclaim(RECLAIM_PAGES):
+            pass
+
     async def _fit(self, now: int, max_bytes: int) -> Swept:
-        """Delete the oldest of everything, a slice of time at a time, until the store uses at
-        most ``max_bytes`` or nothing more may go (pending half messages)."""
-        swept, widen = Swept(), 1.0
+        """Delete the oldest of everything, a slice of time at a time, until the store's files
+        take at most ``max_bytes``, or nothing more may go (pending half messages). The files are
+        counted as they will be once their logs are copied: the logs as a checkpoint at the start
+        leaves them (emptied if no one writes; ``Store.log_bytes``), and the databases' pages
+        (``Store.database_bytes``), measured again after each slice's space is handed back (the
+        segments passed, the pages freed)."""
+        store, swept, widen = self._store, Swept(), 1.0
+        if await store.in_background(store.checkpoint):
+            await store.in_background(store.cut_logs)
+        logs = store.log_bytes()
         while True:
-            _, used = await self._store.query(self._store.usage)
-            oldest = await self._store.query(self._store.oldest_stored_at)
+            used = logs + await store.query(store.database_bytes)
+            oldest = await store.query(store.oldest_stored_at)
             share = widen * (used - max_bytes) / used
             if used <= max_bytes or oldest is None or share > 1:
                 break
             cutoff = oldest + max(1, round((now - oldest) * share))
-            deleted = await self._expire({topic.name: cutoff for topic in self._store.topics()}, cutoff)
+            deleted = await self._expire({topic.name: cutoff for topic in store.topics()}, cutoff)
             swept += deleted
+            await store.in_background(store.expire_segments)
+            await self._reclaim()
             widen = 1.0 if deleted else widen * 2  # nothing as old may go: look further
         if used > max_bytes:
-            self._log.warning("over", "the store uses %d bytes, over --retention-bytes %d, and none of it may go",
+            self._log.warning("over", "the store takes %d bytes, over --retention-bytes %d, and none of it may go",
                               used, max_bytes)  # fmt: skip
         return swept
 

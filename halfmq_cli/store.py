@@ -17,7 +17,7 @@ import sqlite_utils
 
 from broker.errors import StoreInUse
 from broker.model import SYSTEM_TOPICS
-from broker.store.base import DB_FILE
+from broker.store.base import DB_FILE, bytes_on_disk, file_size, store_files
 from broker.store.lock import lock_data_dir
 
 EXPORT_FIELDS = ("queue_id", "queue_offset", "message_id", "keys", "tags", "properties", "body_base64",
@@ -42,16 +42,15 @@ def _open(data_dir: Path) -> sqlite_utils.Database:
 
 
 def inspect(data_dir: Path) -> dict[str, Any]:
-    """Schema version, bytes on disk (the database file and its write-ahead log, where recent
-    writes live until a checkpoint moves them into the file), and rows per table."""
+    """Schema version, bytes on disk (``file_bytes``: every file of the store, as the broker counts
+    them for --retention-bytes and reports them; ``wal_bytes``: the write-ahead logs among them,
+    where recent writes live until a checkpoint copies them), and rows per table."""
     db = _open(data_dir)
     try:
-        wal = data_dir / f"{DB_FILE}-wal"
-        wal_bytes = wal.stat().st_size if wal.exists() else 0
         return {
             "schema_version": db.execute("PRAGMA user_version").fetchone()[0],
-            "file_bytes": (data_dir / DB_FILE).stat().st_size + wal_bytes,
-            "wal_bytes": wal_bytes,
+            "file_bytes": bytes_on_disk(data_dir),
+            "wal_bytes": sum(file_size(path) for path in store_files(data_dir) if path.name.endswith("-wal")),
             "tables": {name: db.table(name).count for name in db.table_names() if name != "sqlite_sequence"},
         }
     finally:
@@ -97,22 +96,20 @@ def _export_rows(db: sqlite_utils.Database, topic: str) -> Iterator[dict[str, An
 
 
 def compact(data_dir: Path) -> dict[str, int]:
-    """VACUUM the store (it must not be in use); return its size on disk (file and WAL) before and after."""
+    """VACUUM the store (it must not be in use); return what every file of it takes on disk
+    before and after."""
     path = _store_file(data_dir)
     try:
         lock = lock_data_dir(data_dir)
     except StoreInUse as exc:
         raise StoreToolError(f"{exc}; stop it before compacting") from exc
     with lock:
-        before = _size_on_disk(path)
+        before = bytes_on_disk(data_dir)
         db = sqlite_utils.Database(path)
         try:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             db.vacuum()
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # VACUUM wrote the new file into the log
         finally:
             db.close()
-        return {"bytes_before": before, "bytes_after": _size_on_disk(path)}
-
-
-def _size_on_disk(path: Path) -> int:
-    return sum(p.stat().st_size for p in (path, path.with_name(f"{path.name}-wal")) if p.exists())
+        return {"bytes_before": before, "bytes_after": bytes_on_disk(data_dir)}

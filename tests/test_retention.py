@@ -14,11 +14,13 @@ import grpc
 import httpx
 import pytest
 
+import halfmq_cli.store
 from broker.clock import to_ms
 from broker.errors import StaleReceiptHandle
 from broker.model import DISCARD_TOPIC, Message, Resolution, Source, Topic
 from broker.store import Flush
-from broker.store.base import DB_FILE
+from broker.store.base import DB_FILE, bytes_on_disk
+from broker.store.segments import SEGMENTS_FILE
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import AsyncTransactionProducer, OffsetOutOfRange, Producer, PullConsumer
@@ -239,22 +241,37 @@ def test_a_topic_s_own_retention_overrides_the_broker_s(tmp_path, clock):
         broker.stop()
 
 
-def test_a_byte_limit_deletes_the_oldest_until_the_store_fits(tmp_path, clock):
-    limit = 3 * 1024 * 1024
-    broker = BrokerThread(broker_settings(tmp_path / "data", retention=0, retention_bytes=limit), clock)
+def packed(data_dir: Path) -> int:
+    with sqlite3.connect(data_dir / SEGMENTS_FILE) as conn:
+        return int(conn.execute("SELECT COALESCE(SUM(count), 0) FROM segments").fetchone()[0])
+
+
+def logs_emptied(broker: BrokerThread) -> bool:
+    """Copy and empty the store's logs, as the checkpointer does once no one writes; True once done."""
+    store = broker.broker.store
+    return broker.run(store.in_background(store.checkpoint)) and broker.run(store.in_background(store.cut_logs))
+
+
+def test_a_byte_limit_deletes_the_oldest_until_every_file_of_the_store_fits(tmp_path, clock):
+    limit, batch, body = 16 * 1024 * 1024, 256, 2048
+    data = tmp_path / "data"
+    settings = broker_settings(data, topics=(Topic("orders", 1),), retention=0, retention_bytes=limit)
+    broker = BrokerThread(settings, clock)
     try:
-        for _ in range(8):  # 8 x 64 x 10 KB: 5 MB, over a second each
+        for _ in range(40):  # 40 x 256 x 2 KB: 20 MB of bodies, over a second each, packed into segments too
             with Producer(broker=broker.address) as producer:
-                producer.send_batch([SdkMessage(topic="orders", body=bytes(10240)) for _ in range(64)])
+                producer.send_batch([SdkMessage(topic="orders", body=bytes(body)) for _ in range(batch)])
             clock.advance(1)
-        footprint = broker.broker.store.usage()[1] / 512  # bytes of store per message, pages included
-        swept = sweep(broker)
-        _, used = broker.broker.store.usage()
-        assert used <= limit and swept.messages > 0
-        kept = sum(high - low for low, high in ranges(broker).values())
-        assert kept == 512 - swept.messages and kept * footprint > limit // 2, "only the oldest left, not more"
-        newest = broker.run(broker.broker.store.query(broker.broker.store.oldest_stored_at))
-        assert newest >= to_ms(clock()) - 8000 + 1000, "the first second's messages left first"
+        wait_until(lambda: packed(data) >= 9 * 1024, timeout=20)
+        assert sweep(broker).messages > 0
+        wait_until(lambda: logs_emptied(broker) and bytes_on_disk(data) <= limit, timeout=10)
+        low, high = ranges(broker)[0]
+        assert high == 40 * batch and low % batch == 0, "whole seconds left, the oldest first"
+        # A message takes its size in rows and again in segments, and a quarter of a file is kept free.
+        assert (high - low) * body > limit // 4, "not more left than the limit asks for"
+        stats = httpx.get(f"{broker.http}/stats").json()
+        inspected = halfmq_cli.store.inspect(data)
+        assert stats["store_bytes"] == inspected["file_bytes"] == bytes_on_disk(data) > (high - low) * body
     finally:
         broker.stop()
 
@@ -285,16 +302,14 @@ def test_metrics_show_the_store_size_the_low_offsets_and_what_retention_deleted(
     send(broker, 12)
     clock.advance(73 * HOUR)
     sweep(broker)
-    store = broker.broker.store  # the files change size at checkpoints, made in the background: wait for one
-    wait_until(lambda: broker.run(store.in_background(store.checkpoint)))
+    wait_until(lambda: logs_emptied(broker))  # the files change size at checkpoints: settle them
     text = httpx.get(f"{broker.http}/metrics").text
     assert 'halfmq_retention_deleted_total{kind="messages"} 12.0' in text
     lows = {q: low for q, (low, _) in ranges(broker).items()}
     for queue, low in lows.items():
         assert f'halfmq_queue_low_offset{{queue="{queue}",topic="orders"}} {float(low)}' in text
     on_disk = float(next(line.split()[1] for line in text.splitlines() if line.startswith("halfmq_store_bytes ")))
-    files = (broker.broker.store.path, broker.broker.store.path.with_name(f"{DB_FILE}-wal"))
-    assert on_disk == sum(f.stat().st_size for f in files)
+    assert on_disk == bytes_on_disk(broker.broker.store.path.parent)
     stats = httpx.get(f"{broker.http}/stats").json()
     assert stats["store_bytes"] > 0 and 0 < stats["store_used_bytes"] <= stats["store_bytes"]
 

@@ -174,8 +174,8 @@ class Stats(BaseModel):
     time: EpochMs
     pending_half_messages: int
     totals: dict[str, float] = Field(description="committed, rolled_back, discarded, checks_<outcome>")
-    store_bytes: int = Field(description="bytes the store's files take on disk")
-    store_used_bytes: int = Field(description="bytes of the store in use; retention frees the rest")
+    store_bytes: int = Field(description="bytes every file of the store takes on disk: databases, logs and indexes")
+    store_used_bytes: int = Field(description="bytes of the databases' pages in use; free pages left out")
 
 
 class Health(BaseModel):

@@ -19,6 +19,28 @@ from broker.store.sql import Flush, QueueTails, connect, topic_of
 from broker.store.writer import GroupCommitWriter
 
 DB_FILE = "halfmq.db"
+# Each database's write-ahead log and the log's shared-memory index, beside it.
+LOG_SUFFIXES = ("-wal", "-shm")
+
+
+def store_files(data_dir: Path) -> list[Path]:
+    """Every file a store in ``data_dir`` may have: its two databases, each with its log and the
+    log's index (missing ones included)."""
+    return [data_dir / f"{db}{suffix}" for db in (DB_FILE, SEGMENTS_FILE) for suffix in ("", *LOG_SUFFIXES)]
+
+
+def bytes_on_disk(data_dir: Path) -> int:
+    """What every file of the store in ``data_dir`` takes on disk now (what --retention-bytes
+    bounds, and what the admin API, the metrics and ``halfmq store inspect`` report)."""
+    return sum(map(file_size, store_files(data_dir)))
+
+
+def file_size(path: Path) -> int:
+    """The file's size, 0 if there is none (a log is removed when its database closes)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 class StoreBase(QueueReader):

@@ -12,13 +12,19 @@ from broker.model import MAX_PULL, PULL_BYTES, QueueColumns, check_data_topic
 from broker.store.base import StoreBase
 from broker.store.reads import queue_range_of, read_columns_of
 from broker.store.segments import LAST_ROW, PACKED_FROM, Encode
-from broker.store.sql import translated
+from broker.store.sql import hand_back, translated
 
 # The first segment of a queue whose last message is not the one it was packed from.
 # (No row there leaves the test NULL, which ``IS NOT 1`` counts as stale too.)
 _FIRST_STALE = (
     f"SELECT MIN(s.first) FROM segments.segments s LEFT JOIN messages m ON {LAST_ROW}"
     f" WHERE s.topic = ? AND s.queue_id = ? AND ({PACKED_FROM}) IS NOT 1"
+)
+
+# Every segment wholly below its queue's low offset (where retention left it).
+_PASSED = (
+    "DELETE FROM segments.segments AS s WHERE s.first + s.count <="
+    " (SELECT f.next_offset FROM queue_floors f WHERE f.topic = s.topic AND f.queue_id = s.queue_id)"
 )
 
 
@@ -125,7 +131,7 @@ class SegmentStore(StoreBase):
                         "DELETE FROM segments.segments WHERE topic = ? AND queue_id = ? AND first >= ?",
                         (topic, queue_id, stale),
                     )
-            conn.execute("PRAGMA segments.incremental_vacuum")
+            hand_back(conn, "segments")
             start, packed = _segments_end(conn, topic, queue_id, low), 0
             for _ in range(max_segments):
                 if _at_hand(conn, topic, queue_id, start, high) < MAX_PULL:  # the tail: packed once it cannot grow
@@ -156,8 +162,17 @@ class SegmentStore(StoreBase):
         return max(packed - len(before), 0)
 
     @translated
+    def expire_segments(self) -> None:
+        """Delete every segment retention has passed (wholly below its queue's low offset) and hand
+        the space back, as ``pack`` does queue by queue."""
+        conn = self._reader()
+        with _snapshot(conn):
+            conn.execute(_PASSED)
+            hand_back(conn, "segments")
+
+    @translated
     def drop_segments(self) -> None:
         """Delete every segment and hand the space back (packing turned off)."""
         conn = self._reader()
         conn.execute("DELETE FROM segments.segments")
-        conn.execute("PRAGMA segments.incremental_vacuum")
+        hand_back(conn, "segments")

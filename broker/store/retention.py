@@ -16,8 +16,9 @@ from __future__ import annotations
 import sqlite3
 
 from broker.model import HALF_TOPIC, OP_TOPIC, TransactionState
-from broker.store.base import StoreBase
-from broker.store.sql import RAISE_FLOOR, STABLE_END, translated
+from broker.store.base import DB_FILE, LOG_SUFFIXES, StoreBase, bytes_on_disk, file_size, store_files
+from broker.store.segments import SEGMENTS_FILE
+from broker.store.sql import BUSY_TIMEOUT_MS, LOG_LIMIT, RAISE_FLOOR, STABLE_END, hand_back, translated
 
 # The oldest offset of a queue, the first whose store offset is at least a bound (NULL if none),
 # one past the newest, and its last stable offset (NULL if no range is open); from indexes alone.
@@ -59,6 +60,9 @@ def _first_at(conn: sqlite3.Connection, log: str, key: str, stamp: str, cutoff_m
         else:
             high = middle
     return int(low)
+
+
+_PAGE_PRAGMAS = ("page_count", "freelist_count", "page_size")
 
 
 def _free_pages_over_a_quarter(conn: sqlite3.Connection) -> int:
@@ -166,27 +170,58 @@ class RetentionStore(StoreBase):
         def work(conn: sqlite3.Connection) -> int:
             excess = _free_pages_over_a_quarter(conn)
             if excess > 0:
-                conn.execute(f"PRAGMA incremental_vacuum({min(int(pages), excess)})").fetchall()
+                hand_back(conn, "main", min(pages, excess))
             return _free_pages_over_a_quarter(conn)
 
         return await self._writer.run(work)
 
     @translated
     def checkpoint(self) -> bool:
-        """Copy the write-ahead log into the database file, without waiting for anyone; True if
-        all of it was copied (a reader on an older snapshot stops a checkpoint short). In WAL mode
-        the file takes the size ``reclaim`` gave it only then."""
+        """Copy the write-ahead logs into the database files, without waiting for anyone; True if
+        all of the store's was copied (a reader on an older snapshot stops a checkpoint short). In
+        WAL mode a file takes the size ``reclaim`` gave it only then."""
         busy, frames, copied = self._reader().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return not busy and frames == copied
 
     @translated
-    def usage(self) -> tuple[int, int]:
-        """(bytes the store's files take on disk, database and write-ahead log; bytes of the
-        database in use, free pages left out)."""
+    def cut_logs(self) -> bool:
+        """Empty every write-ahead log that holds anything, if no one is writing or reading an
+        older snapshot at this moment (it waits for nobody); True if each log is empty now. The
+        logs keep their size otherwise (``LOG_LIMIT`` bounds it once they restart)."""
         conn = self._reader()
-        (page_size,) = conn.execute("PRAGMA page_size").fetchone()
-        (pages,) = conn.execute("PRAGMA page_count").fetchone()
-        (free,) = conn.execute("PRAGMA freelist_count").fetchone()
-        wal = self.path.with_name(self.path.name + "-wal")
-        on_disk = self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-        return on_disk, (pages - free) * page_size
+        conn.execute("PRAGMA busy_timeout=0")
+        try:
+            for db, name in (("main", DB_FILE), ("segments", SEGMENTS_FILE)):
+                if file_size(self.path.with_name(f"{name}-wal")):
+                    (busy, _, _) = conn.execute(f"PRAGMA {db}.wal_checkpoint(TRUNCATE)").fetchone()
+                    if busy:
+                        return False
+            return True
+        finally:
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+    @translated
+    def usage(self) -> tuple[int, int]:
+        """(bytes every file of the store takes on disk now, ``bytes_on_disk``; bytes of both
+        databases' pages in use, free pages left out)."""
+        return bytes_on_disk(self.path.parent), self._pages(in_use=True)
+
+    @translated
+    def database_bytes(self) -> int:
+        """What the two database files will take once the logs are copied into them: their pages,
+        free ones kept for reuse included."""
+        return self._pages(in_use=False)
+
+    def log_bytes(self) -> int:
+        """What the write-ahead logs and their indexes take now, each counted at most at
+        ``LOG_LIMIT``, which the next restart of the log cuts it back to."""
+        logs = (path for path in store_files(self.path.parent) if path.name.endswith(LOG_SUFFIXES))
+        return sum(min(file_size(log), LOG_LIMIT) for log in logs)
+
+    def _pages(self, *, in_use: bool) -> int:
+        """Bytes of both databases' pages, free ones included unless ``in_use``."""
+        conn, total = self._reader(), 0
+        for db in ("main", "segments"):
+            pages, free, size = (conn.execute(f"PRAGMA {db}.{name}").fetchone()[0] for name in _PAGE_PRAGMAS)
+            total += (pages - free if in_use else pages) * size
+        return total

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from broker.model import Packed, QueueColumns
+from broker.store.sql import LOG_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ def attach(conn: sqlite3.Connection, store_path: Path, *, read_only: bool) -> No
     conn.execute("ATTACH DATABASE ? AS segments", (f"file:{path}?mode=ro" if read_only else str(path),))
     # Derived data: a power cut may lose the newest segments, which are packed again.
     conn.execute("PRAGMA segments.synchronous=NORMAL")
+    conn.execute(f"PRAGMA segments.journal_size_limit={LOG_LIMIT}")
 
 
 def packed_at(conn: sqlite3.Connection, topic: str, queue_id: int, offset: int, limit: int) -> Packed | int | None:
