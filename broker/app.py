@@ -13,6 +13,7 @@ from broker.checkpoints import Checkpointer
 from broker.clock import Clock, system_clock
 from broker.config import Settings
 from broker.controls import ControlledClock, TestControls
+from broker.delays import DelayService
 from broker.grpc_api import create_server
 from broker.grpc_api.convert import segment_to_pb
 from broker.grpc_api.servicer import BrokerServicer
@@ -56,8 +57,10 @@ class Broker:
         self.metrics.watch_store(self.store.usage, self.store.low_offsets)
         self.registry = ProducerRegistry()
         self.packer = Packer(self.store, segment_to_pb, metrics=self.metrics)
+        self.delays = DelayService(self.store, max_delay=settings.max_delay, clock=self.clock)
         self.messaging = MessagingService(
             self.store,
+            self.delays,
             max_body_bytes=settings.max_body_bytes,
             clock=self.clock,
             on_written=self.packer.written if settings.segments else None,
@@ -79,7 +82,11 @@ class Broker:
             self.store, self.transactions, self.registry, settings.check_policy, metrics=self.metrics, clock=self.clock
         )
         self.retention = RetentionService(self.store, settings.retention_policy, metrics=self.metrics, clock=self.clock)
-        self.controls = None if controlled is None else TestControls(controlled, self.store, self.checks, self.registry)
+        self.controls = (
+            None
+            if controlled is None
+            else TestControls(controlled, self.store, self.checks, self.registry, self.delays)
+        )
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
         self._rocketmq: grpc.aio.Server | None = None
@@ -89,7 +96,7 @@ class Broker:
     async def start(self) -> None:
         """Create the configured topics, start serving gRPC and the periodic check loop."""
         for topic in self.settings.topics:
-            await self.messaging.create_topic(topic.name, topic.queues, topic.retention)
+            await self.messaging.create_topic(topic.name, topic.queues, topic.retention, topic.message_type)
         pull_ports = await self.pull_processes.start()
         faults = None if self.controls is None else self.controls.faults
         servicer = BrokerServicer(
@@ -132,6 +139,7 @@ class Broker:
         checks = self.checks.run if self.controls is None else self.controls.run_checks
         self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
         self._tasks.append(asyncio.create_task(self.retention.run()))
+        self._tasks.append(asyncio.create_task(self.delays.run()))
         self._tasks.append(asyncio.create_task(Checkpointer(self.store).run()))
         self._tasks.append(asyncio.create_task(self.batches.run()))
         self._tasks.append(asyncio.create_task(self.kafka_txns.run()))

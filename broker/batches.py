@@ -14,7 +14,16 @@ from broker.clock import Clock, system_clock, to_ms
 from broker.columns import MessageColumns, check_columns
 from broker.errors import HalfmqError, InvalidArgument
 from broker.messaging import MAX_BATCH, MessagingService
-from broker.model import BatchEnd, OpenRange, Resolution, check_batch_id, check_data_topic, check_name
+from broker.model import (
+    BatchEnd,
+    MessageType,
+    OpenRange,
+    Resolution,
+    check_batch_id,
+    check_data_topic,
+    check_name,
+    check_type,
+)
 from broker.ratelog import RateLimitedLog
 from broker.store import Store
 
@@ -50,7 +59,7 @@ class BatchService:
         if not 1 <= len(columns) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(columns)}")
         check_data_topic(columns.topic)
-        self._store.topic(columns.topic)
+        check_type(self._store.topic(columns.topic), MessageType.NORMAL)
         checked = check_columns(columns, self._max_body_bytes)
         for row, refusal in sorted(checked.refused.items())[:1]:
             raise type(refusal)(f"row {row}: {refusal}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.model import MAX_WIRE_BYTES, WIRE_ENVELOPE_BYTES, Topic
+from broker.model import MAX_WIRE_BYTES, WIRE_ENVELOPE_BYTES, MessageType, Topic
 from broker.retention import RetentionPolicy
 from broker.store import Flush
 from broker.tls import TlsFiles
@@ -39,6 +39,7 @@ class Settings:
     check_timeout: float = 3.0
     max_half_age: float = 72 * 3600.0
     batch_timeout: float = 600.0
+    max_delay: float = 72 * 3600.0
     retention: float = 72 * 3600.0
     retention_bytes: int | None = None
     flush: Flush = Flush.SYNC
@@ -64,12 +65,16 @@ class Settings:
 
 
 def parse_topic(spec: str) -> Topic:
-    """``NAME[:QUEUES]`` (queues default to 4) → Topic."""
-    name, _, queues = spec.strip().partition(":")
+    """``NAME[:QUEUES[:TYPE]]`` (queues default to 4, TYPE one of NORMAL, FIFO, DELAY,
+    TRANSACTION; none accepts every type) → Topic."""
+    name, _, rest = spec.strip().partition(":")
+    queues, _, kind = rest.partition(":")
     try:
-        return Topic(name=name, queues=int(queues) if queues else 4)
+        return Topic(name, int(queues) if queues else 4, message_type=MessageType(kind.upper()) if kind else None)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"topic must be NAME[:QUEUES], got {spec!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"topic must be NAME[:QUEUES[:TYPE]], TYPE one of {', '.join(t.value for t in MessageType)}; got {spec!r}"
+        ) from None
 
 
 def parse_address(spec: str) -> tuple[str, int]:
@@ -131,6 +136,11 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
         "seconds an exactly-once batch may stay open before its messages are rolled back (default 600)",
     ),
     (
+        "max_delay",
+        _positive(float),
+        "seconds ahead a delayed message may be due; later ones are refused (default 259200, 72 h, as RocketMQ)",
+    ),
+    (
         "retention",
         _positive(float, zero=True),
         "seconds committed messages and resolved transactions are kept; 0 keeps everything (default 259200, 72 h)",
@@ -174,7 +184,8 @@ def load_settings(argv: Sequence[str] | None = None, env: Mapping[str, str] | No
         dest="topics",
         action="append",
         type=parse_topic,
-        help="NAME[:QUEUES], created at start-up; repeatable",
+        help="NAME[:QUEUES[:TYPE]], created at start-up; a TYPE (NORMAL, FIFO, DELAY, TRANSACTION) makes it"
+        " accept that type only; repeatable",
     )
     args = parser.parse_args(argv)
     values: dict[str, object] = {}

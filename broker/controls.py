@@ -9,6 +9,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
+from broker.delays import DelayService
 from broker.store import Store
 from broker.transaction.check import CheckService, RoundReport
 from broker.transaction.registry import ProducerRegistry
@@ -70,12 +71,27 @@ class CheckNowReport:
 class TestControls:
     """The controls of one broker."""
 
-    def __init__(self, clock: ControlledClock, store: Store, checks: CheckService, registry: ProducerRegistry) -> None:
+    def __init__(
+        self,
+        clock: ControlledClock,
+        store: Store,
+        checks: CheckService,
+        registry: ProducerRegistry,
+        delays: DelayService,
+    ) -> None:
         self.clock = clock
         self.faults = Faults()
         self._store = store
         self._checks = checks
         self._registry = registry
+        self._delays = delays
+
+    async def advance(self, seconds: float) -> float:
+        """Move the clock ``seconds`` forward and deliver the delayed messages due by then, before
+        returning: a test reads them at once. Returns the new time."""
+        now = self.clock.advance(seconds)
+        await self._delays.deliver_due()
+        return now
 
     async def run_checks(self, interval: float) -> None:
         """The periodic check loop, each round after the injected delay."""

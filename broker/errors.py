@@ -5,13 +5,16 @@ in one table each (``broker.grpc_api.status``). ``code`` is the stable name sent
 
     HalfmqError
     ├── InvalidArgument          malformed input: names, ids, sizes, counts
-    │   └── MessageTooLarge      a body over the configured limit
+    │   ├── MessageTooLarge      a body over the configured limit
+    │   └── InvalidDeliveryTime  a delayed message due beyond the maximum delay
     ├── NotFound
     │   ├── TopicNotFound        the topic does not exist
+    │   ├── DelayedMessageNotFound  a recall of no waiting delayed message
     │   ├── TransactionNotFound  no half message has this transaction id
     │   └── TransactionalIdNotFound  a Kafka-model call for a transactional id never initialised
     ├── HiddenTopic              a system topic named through a data API
-    ├── TopicExists              the topic exists with a different queue count
+    ├── TopicExists              the topic exists with a different queue count or type
+    ├── MessageTypeMismatch      a message of a type its topic does not accept
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
     ├── ResolutionConflict       the transaction was already resolved differently
     ├── MessageIdInUse           a message id already taken by another message or transaction
@@ -47,6 +50,19 @@ class MessageTooLarge(InvalidArgument):
     code = "MESSAGE_TOO_LARGE"
 
 
+class InvalidDeliveryTime(InvalidArgument):
+    """Raised when a delayed message is due further ahead than the broker's maximum delay."""
+
+    code = "INVALID_DELIVERY_TIME"
+
+
+class MessageTypeMismatch(HalfmqError):
+    """Raised when a message's type (normal, FIFO, delayed, transactional) is not the one its
+    topic accepts."""
+
+    code = "MESSAGE_TYPE_MISMATCH"
+
+
 class NotFound(HalfmqError):
     """Raised when a named resource does not exist."""
 
@@ -63,6 +79,13 @@ class TransactionNotFound(NotFound):
     """Raised when no half message carries the transaction id."""
 
     code = "TRANSACTION_NOT_FOUND"
+
+
+class DelayedMessageNotFound(NotFound):
+    """Raised when a recall names no delayed message still waiting: unknown, delivered or
+    recalled already."""
+
+    code = "DELAYED_MESSAGE_NOT_FOUND"
 
 
 class RangeNotOpen(NotFound):
@@ -85,7 +108,7 @@ class HiddenTopic(HalfmqError):
 
 
 class TopicExists(HalfmqError):
-    """Raised when creating a topic that exists with a different number of queues."""
+    """Raised when creating a topic that exists with a different number of queues or message type."""
 
     code = "TOPIC_EXISTS"
 

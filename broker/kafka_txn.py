@@ -19,11 +19,13 @@ from broker.messaging import MAX_BATCH, MessagingService
 from broker.metrics import Metrics
 from broker.model import (
     Message,
+    MessageType,
     OffsetInTxn,
     ProducerEpoch,
     TxnEnd,
     check_message,
     check_name,
+    check_type,
     queue_for,
 )
 from broker.ratelog import RateLimitedLog
@@ -77,7 +79,11 @@ class KafkaTxnService:
         for index, message in enumerate(messages):
             try:
                 check_message(message, self._max_body_bytes)
-                placed.append((message, queue_for(message.message_id, self._store.topic(message.topic).queues)))
+                if message.deliver_at is not None:
+                    raise InvalidArgument("a message in a transaction cannot be delayed")
+                topic = self._store.topic(message.topic)
+                check_type(topic, MessageType.NORMAL)
+                placed.append((message, queue_for(message.message_id, topic.queues)))
             except HalfmqError as exc:
                 raise type(exc)(f"message {index}: {exc}") from None
         if len({(m.topic, m.message_id) for m in messages}) < len(messages):

@@ -8,6 +8,7 @@ from typing import cast
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.columns import MessageColumns, check_columns
+from broker.delays import DelayService
 from broker.errors import HalfmqError, InvalidArgument
 from broker.model import (
     MAX_PULL,
@@ -18,13 +19,14 @@ from broker.model import (
     Appended,
     Message,
     MessageRows,
+    MessageType,
     Placement,
     QueueColumns,
     Topic,
     check_data_topic,
     check_message,
     check_name,
-    merged,
+    check_type,
     queue_for,
 )
 from broker.pulls import PullService
@@ -40,24 +42,30 @@ class MessagingService(PullService):
     def __init__(
         self,
         store: Store,
+        delays: DelayService,
         *,
         max_body_bytes: int,
         clock: Clock = system_clock,
         on_written: Callable[[str, int, QueueColumns], None] | None = None,
     ) -> None:
-        """``on_written(topic, queue_id, columns)`` is told of each run of new messages a table
-        stored in one queue, as the store holds them (the packer packs them from there)."""
+        """``delays`` holds the delayed messages sent; ``on_written(topic, queue_id, columns)`` is
+        told of each run of new messages a table stored in one queue, as the store holds them
+        (the packer packs them from there)."""
         super().__init__(store)
         self._store = store
+        self._delays = delays
         self._on_written = on_written
         self._max_body_bytes = max_body_bytes
         self._clock = clock
         self._turns: dict[str, itertools.count[int]] = {}  # per topic: which queue takes the next table
 
-    async def create_topic(self, name: str, queues: int, retention: float | None = None) -> bool:
-        """Create a topic; True if created, False if it already existed with ``queues`` queues.
-        ``retention`` (seconds, 0 keeps everything) is set on it, new or not; None leaves the
-        topic's as it is (a new one follows the broker's).
+    async def create_topic(
+        self, name: str, queues: int, retention: float | None = None, message_type: MessageType | None = None
+    ) -> bool:
+        """Create a topic; True if created, False if it already existed with ``queues`` queues and
+        ``message_type`` (the one type it accepts; None: every type). ``retention`` (seconds, 0
+        keeps everything) is set on it, new or not; None leaves the topic's as it is (a new one
+        follows the broker's).
 
         Raises InvalidArgument, HiddenTopic or TopicExists.
         """
@@ -66,7 +74,7 @@ class MessagingService(PullService):
             raise InvalidArgument(f"queues must be between 1 and {MAX_QUEUES}, got {queues}")
         if retention is not None and not 0 <= retention <= MAX_RETENTION:
             raise InvalidArgument(f"retention must be between 0 and {MAX_RETENTION:.0f} seconds, got {retention}")
-        return await self._store.create_topic(name, queues, retention)
+        return await self._store.create_topic(name, queues, retention, message_type)
 
     def topics(self) -> list[Topic]:
         """The real topics (system topics are hidden)."""
@@ -74,37 +82,68 @@ class MessagingService(PullService):
 
     async def send(self, messages: Sequence[Message]) -> list[Placement]:
         """Store messages, all or none, and return their positions; a retried message id is
-        stored once. Raises InvalidArgument, MessageTooLarge, HiddenTopic or TopicNotFound."""
+        stored once. Delayed messages (``deliver_at`` ahead) are held until due: a batch holds
+        them or immediate ones, not both. Raises InvalidArgument, MessageTooLarge,
+        InvalidDeliveryTime, MessageTypeMismatch, HiddenTopic or TopicNotFound."""
         if not 1 <= len(messages) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(messages)}")
-        placed = []
+        now_ms = to_ms(self._clock())
+        placed, delayed = [], set()
         for message in messages:
-            check_message(message, self._max_body_bytes)
-            topic = self._store.topic(message.topic)
-            placed.append((message, queue_for(message.message_id, topic.queues)))
-        appended = await self._store.append(placed, to_ms(self._clock()))
+            placed.append((message, self._queue_of(message)))
+            if self._delays.is_delayed(message, now_ms):
+                delayed.add(message.message_id)
+        if delayed:
+            if len(delayed) < len(messages):
+                raise InvalidArgument("a batch holds delayed messages or immediate ones, not both")
+            return await self._delays.hold(placed, now_ms)
+        appended = await self._store.append(placed, now_ms)
         return cast(list[Placement], _placements(messages, appended))
 
     async def send_each(self, messages: Sequence[Message]) -> list[Placement | HalfmqError]:
-        """``send``, each message on its own, stored in one write: each gets its position or its
-        own error. Raises InvalidArgument for a batch of the wrong size, or a failure of the write."""
+        """``send``, each message on its own, stored in one write (and the delayed ones in
+        another): each gets its position or its own error. Raises InvalidArgument for a batch of
+        the wrong size, or a failure of a write."""
         if not 1 <= len(messages) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(messages)}")
+        now_ms = to_ms(self._clock())
         results: list[Placement | HalfmqError | None] = []
-        placed = []
+        placed: list[tuple[Message, int]] = []
+        held: list[tuple[Message, int]] = []
         for message in messages:
             try:
-                check_message(message, self._max_body_bytes)
-                queues = self._store.topic(message.topic).queues
+                queue_id = self._queue_of(message)
+                waits = self._delays.is_delayed(message, now_ms)
             except HalfmqError as exc:
                 results.append(exc)
                 continue
             results.append(None)
-            placed.append((message, queue_for(message.message_id, queues)))
-        if not placed:
-            return cast(list[Placement | HalfmqError], results)
-        appended = await self._store.append_each(placed, to_ms(self._clock()))
-        return merged(results, _placements([message for message, _ in placed], appended))
+            (held if waits else placed).append((message, queue_id))
+        stored: dict[str, Placement | HalfmqError] = {}
+        if placed:
+            appended = await self._store.append_each(placed, now_ms)
+            sent = [m for m, _ in placed]
+            stored.update(zip((m.message_id for m in sent), _placements(sent, appended), strict=True))
+        if held:
+            stored.update((p.message_id, p) for p in await self._delays.hold(held, now_ms))
+        waiting = iter(m for m, result in zip(messages, results, strict=True) if result is None)
+        return [stored[next(waiting).message_id] if result is None else result for result in results]
+
+    async def recall(self, topic: str, recall_handle: str) -> str:
+        """Cancel a delayed message of ``topic`` before it is due; return its message id. Raises
+        InvalidArgument, HiddenTopic, TopicNotFound or DelayedMessageNotFound."""
+        check_data_topic(topic)
+        self._store.topic(topic)
+        return await self._delays.recall(topic, recall_handle)
+
+    def _queue_of(self, message: Message) -> int:
+        """The queue a message goes to, once it is found fit for its topic (its size, names and
+        type). Raises InvalidArgument, MessageTooLarge, MessageTypeMismatch, HiddenTopic or
+        TopicNotFound."""
+        check_message(message, self._max_body_bytes)
+        topic = self._store.topic(message.topic)
+        check_type(topic, MessageType.NORMAL if message.deliver_at is None else MessageType.DELAY)
+        return queue_for(message.message_id, topic.queues)
 
     async def send_columns(self, columns: MessageColumns) -> Appended:
         """Store a table of messages of one topic, all in one queue (as RocketMQ stores a batch;
@@ -114,7 +153,7 @@ class MessagingService(PullService):
         if not 1 <= len(columns) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(columns)}")
         check_data_topic(columns.topic)
-        self._store.topic(columns.topic)
+        check_type(self._store.topic(columns.topic), MessageType.NORMAL)
         checked = check_columns(columns, self._max_body_bytes)
         queue_id = self.take_turn(columns.topic)
         count = len(columns)

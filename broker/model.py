@@ -19,6 +19,7 @@ from broker.errors import (
     HiddenTopic,
     InvalidArgument,
     MessageTooLarge,
+    MessageTypeMismatch,
     ProducerGroupMismatch,
     ResolutionConflict,
 )
@@ -51,7 +52,8 @@ _CLIENT_ID = re.compile(r"[\x21-\x7e]{1,256}")
 
 @dataclass(frozen=True)
 class Message:
-    """A message as a producer sends it; ``born_timestamp`` is the producer's clock (ms)."""
+    """A message as a producer sends it; ``born_timestamp`` is the producer's clock (ms);
+    ``deliver_at`` (broker ms), when set, makes it a delayed message: held until then."""
 
     topic: str
     body: bytes
@@ -60,6 +62,7 @@ class Message:
     tags: str = ""
     properties: Mapping[str, str] = field(default_factory=dict)
     born_timestamp: int = 0
+    deliver_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -81,12 +84,14 @@ class StoredMessage:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a sent message is stored."""
+    """Where a sent message is stored. A delayed message has no offset (-1) until it is due, and a
+    ``recall_handle`` that names it until then."""
 
     topic: str
     queue_id: int
     queue_offset: int
     message_id: str
+    recall_handle: str = ""
 
 
 @dataclass(frozen=True)
@@ -185,11 +190,40 @@ class PullBatch(Generic[M]):
 @dataclass(frozen=True)
 class Topic:
     """A real or system topic; ``retention`` in seconds overrides the broker's (0 keeps everything,
-    None follows the broker's setting)."""
+    None follows the broker's setting); ``message_type``: the one type it accepts (None: all)."""
 
     name: str
     queues: int
     retention: float | None = None
+    message_type: MessageType | None = None
+
+
+class MessageType(Enum):
+    """RocketMQ 5's message types (LITE and PRIORITY are not supported)."""
+
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+
+
+def message_type_of(name: str) -> MessageType:
+    """The message type named ``name`` (NORMAL, FIFO, DELAY, TRANSACTION, any case). Raises
+    InvalidArgument for another."""
+    try:
+        return MessageType(name.upper())
+    except ValueError:
+        raise InvalidArgument(
+            f"message type must be one of {', '.join(t.value for t in MessageType)}, got {name[:40]!r}"
+        ) from None
+
+
+def check_type(topic: Topic, sent: MessageType) -> None:
+    """Raise MessageTypeMismatch unless ``topic`` accepts messages of type ``sent``."""
+    if topic.message_type not in (None, sent):
+        raise MessageTypeMismatch(
+            f"topic {topic.name!r} accepts {topic.message_type.value} messages only, not {sent.value}"
+        )
 
 
 class Resolution(Enum):

@@ -63,10 +63,18 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
     if resource == "topics":
         if action == "list":
             page = client.get("/topics", limit=1000)
-            return page, table(page["items"], ("name", "queues", "retention_seconds"))
+            return page, table(
+                page["items"], ("name", "queues", "retention_seconds", "message_type", "delayed", "next_due")
+            )
         if action == "create":
             created = client.post(
-                "/topics", {"name": args.name, "queues": args.queues, "retention_seconds": args.retention}
+                "/topics",
+                {
+                    "name": args.name,
+                    "queues": args.queues,
+                    "retention_seconds": args.retention,
+                    "message_type": args.type,
+                },
             )
             kept = created["retention_seconds"]
             retention = (
@@ -146,6 +154,11 @@ def parser() -> argparse.ArgumentParser:
     create.add_argument("--queues", type=int, default=4)
     create.add_argument(
         "--retention", type=float, help="seconds its committed messages are kept (0: forever; default: the broker's)"
+    )
+    create.add_argument(
+        "--type",
+        choices=["NORMAL", "FIFO", "DELAY", "TRANSACTION"],
+        help="the one message type it accepts (default: every type)",
     )
     command(topics, "offsets", help="per-queue offsets of a topic").add_argument("name")
 

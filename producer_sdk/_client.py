@@ -125,6 +125,7 @@ def message_to_pb(message: Message) -> pb.Message:
         properties=dict(message.properties),
         message_id=message.message_id,
         born_timestamp=int(time.time() * 1000),
+        deliver_at=message.deliver_at or 0,
     )
 
 
@@ -146,5 +147,9 @@ def received_from_pb(message: pb.StoredMessage) -> ReceivedMessage:
 
 def receipt_from_pb(result: pb.SendResult) -> SendReceipt:
     return SendReceipt(
-        message_id=result.message_id, topic=result.topic, queue_id=result.queue_id, queue_offset=result.queue_offset
+        message_id=result.message_id,
+        topic=result.topic,
+        queue_id=result.queue_id,
+        queue_offset=result.queue_offset,
+        recall_handle=result.recall_handle,
     )

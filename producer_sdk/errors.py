@@ -7,13 +7,16 @@ Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matc
     ├── BrokerUnavailable        the broker could not be reached within the timeout
     ├── Unauthenticated          the broker requires a token and none (or a wrong one) was given
     ├── InvalidArgument          the broker refused a malformed request
-    │   └── MessageTooLarge      the body exceeds the broker's limit
+    │   ├── MessageTooLarge      the body exceeds the broker's limit
+    │   └── InvalidDeliveryTime  a delayed message due beyond the broker's maximum delay
     ├── NotFound
     │   ├── TopicNotFound
+    │   ├── DelayedMessageNotFound  a recall of no waiting delayed message
     │   ├── TransactionNotFound
     │   └── RangeNotOpen         a batch's range was rolled back (timed out) or never prepared
     ├── HiddenTopic              a system topic was named
-    ├── TopicExists              the topic exists with another queue count
+    ├── TopicExists              the topic exists with another queue count or message type
+    ├── MessageTypeMismatch      the topic accepts another message type (normal, delayed, ...)
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
     ├── ResolutionConflict       the transaction was already resolved differently
     ├── MessageIdInUse           the message id is taken by another message or transaction
@@ -63,12 +66,20 @@ class MessageTooLarge(InvalidArgument):
     """Raised when a message body exceeds the broker's limit."""
 
 
+class InvalidDeliveryTime(InvalidArgument):
+    """Raised when a delayed message is due further ahead than the broker's maximum delay."""
+
+
 class NotFound(HalfmqError):
     """Raised when a named resource does not exist."""
 
 
 class TopicNotFound(NotFound):
     """Raised when the topic does not exist."""
+
+
+class DelayedMessageNotFound(NotFound):
+    """Raised when a recall names no delayed message still waiting (delivered, recalled, or never sent)."""
 
 
 class TransactionNotFound(NotFound):
@@ -89,7 +100,12 @@ class HiddenTopic(HalfmqError):
 
 
 class TopicExists(HalfmqError):
-    """Raised when creating a topic that exists with another queue count."""
+    """Raised when creating a topic that exists with another queue count or message type."""
+
+
+class MessageTypeMismatch(HalfmqError):
+    """Raised when the topic accepts one message type (normal, delayed, transactional) and the
+    message is of another; nothing was stored."""
 
 
 class ProducerGroupMismatch(HalfmqError):
@@ -136,6 +152,9 @@ class StorageFull(BrokerError):
 _BY_CODE: dict[str, type[HalfmqError]] = {
     "INVALID_ARGUMENT": InvalidArgument,
     "MESSAGE_TOO_LARGE": MessageTooLarge,
+    "INVALID_DELIVERY_TIME": InvalidDeliveryTime,
+    "DELAYED_MESSAGE_NOT_FOUND": DelayedMessageNotFound,
+    "MESSAGE_TYPE_MISMATCH": MessageTypeMismatch,
     "NOT_FOUND": NotFound,
     "TOPIC_NOT_FOUND": TopicNotFound,
     "TRANSACTION_NOT_FOUND": TransactionNotFound,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from enum import Enum
 from typing import Generic, TypeVar
 
@@ -22,7 +22,11 @@ def new_message_id() -> str:
 @dataclass(frozen=True)
 class Message:
     """A message to send. ``message_id`` defaults to a fresh id; a retried send reuses it.
-    ``keys`` is a sequence of keys, or one key as a plain string (``keys="o-1"``)."""
+    ``keys`` is a sequence of keys, or one key as a plain string (``keys="o-1"``).
+
+    A delayed message: ``deliver_at`` (milliseconds since the epoch) is when the broker delivers
+    it, invisible to every reader until then; ``delay`` (seconds from now) sets it for you. One
+    already due is delivered at once. Raises ValueError given both."""
 
     topic: str
     body: bytes
@@ -30,10 +34,16 @@ class Message:
     tags: str = ""
     properties: Mapping[str, str] = field(default_factory=dict)
     message_id: str = field(default_factory=new_message_id)
+    deliver_at: int | None = None
+    delay: InitVar[float | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, delay: float | None) -> None:
         if isinstance(self.keys, str):  # one key, not one key per character
             object.__setattr__(self, "keys", (self.keys,))
+        if delay is not None:
+            if self.deliver_at is not None:
+                raise ValueError("give deliver_at or delay, not both")
+            object.__setattr__(self, "deliver_at", int((time.time() + delay) * 1000))
 
 
 class LocalTransactionState(Enum):
@@ -76,12 +86,14 @@ SendResult = TransactionSendResult
 
 @dataclass(frozen=True)
 class SendReceipt:
-    """Where a normal message was stored."""
+    """Where a normal message was stored. A delayed message's ``queue_offset`` is -1 (it takes one
+    when due), and its ``recall_handle`` cancels it until then (``Producer.recall``)."""
 
     message_id: str
     topic: str
     queue_id: int
     queue_offset: int
+    recall_handle: str = ""
 
 
 @dataclass(frozen=True)

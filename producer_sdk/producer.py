@@ -58,10 +58,19 @@ class Producer(BlockingClient):
         ValueError for a column the table may not have, before anything is sent."""
         return self._loop.run(send_table(self._client, topic, table))
 
-    def create_topic(self, name: str, queues: int = 4, *, retention: float | None = None) -> bool:
-        """Create a topic; True if created, False if it already existed with ``queues`` queues.
-        ``retention`` (seconds; 0 keeps everything) is set on it, new or not; None follows the
-        broker's for a new topic and leaves an existing one's as it is."""
-        topic = pb.Topic(name=name, queues=queues, retention_seconds=retention)
+    def recall(self, topic: str, recall_handle: str) -> str:
+        """Cancel a delayed message before it is due, by the ``recall_handle`` of its receipt;
+        return its message id. Raises DelayedMessageNotFound once it was delivered or recalled."""
+        request = pb.RecallMessageRequest(topic=topic, recall_handle=recall_handle)
+        return str(self._call("RecallMessage", request).message_id)
+
+    def create_topic(
+        self, name: str, queues: int = 4, *, retention: float | None = None, message_type: str | None = None
+    ) -> bool:
+        """Create a topic; True if created, False if it already existed with ``queues`` queues and
+        ``message_type``. ``retention`` (seconds; 0 keeps everything) is set on it, new or not;
+        None follows the broker's for a new topic and leaves an existing one's as it is.
+        ``message_type`` (NORMAL, FIFO, DELAY or TRANSACTION) makes it accept that type only."""
+        topic = pb.Topic(name=name, queues=queues, retention_seconds=retention, message_type=message_type or "")
         response = self._call("CreateTopic", pb.CreateTopicRequest(topic=topic))
         return bool(response.created)

@@ -39,9 +39,9 @@ def test_topics_commands(broker):
     said = halfmq(broker, "topics", "create", "payments", "--queues", "2", "--retention", "3600").stdout
     assert "already exists (2 queues, retention 3600 s)" in said
     listed = halfmq(broker, "topics", "list").stdout.splitlines()
-    assert listed[0].split() == ["NAME", "QUEUES", "RETENTION_SECONDS"]
-    assert ["payments", "2", "3600.0"] in [line.split() for line in listed]
-    assert ["orders", "4", "-"] in [line.split() for line in listed]  # the broker's
+    assert listed[0].split() == ["NAME", "QUEUES", "RETENTION_SECONDS", "MESSAGE_TYPE", "DELAYED", "NEXT_DUE"]
+    assert ["payments", "2", "3600.0", "-", "0", "-"] in [line.split() for line in listed]
+    assert ["orders", "4", "-", "-", "0", "-"] in [line.split() for line in listed]  # the broker's retention
     assert as_json(broker, "topics", "list")["total"] == 2
     assert as_json(broker, "topics", "offsets", "payments") == [
         {"queue_id": 0, "min_offset": 0, "max_offset": 0},

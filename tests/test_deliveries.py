@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from broker.delays import DelayService
 from broker.errors import InvalidArgument, StaleReceiptHandle
 from broker.messaging import MessagingService
 from broker.model import Message
@@ -17,7 +18,9 @@ from tests.support import FakeClock
 def service(tmp_path):
     store = Store(tmp_path, flush=Flush.ASYNC)
     clock = FakeClock()
-    messaging = MessagingService(store, max_body_bytes=1024, clock=clock)
+    messaging = MessagingService(
+        store, DelayService(store, max_delay=3600, clock=clock), max_body_bytes=1024, clock=clock
+    )
     loop = asyncio.new_event_loop()
     loop.run_until_complete(messaging.create_topic("t", 1))
     bodies = [f"m{i}".encode() for i in range(5)]
@@ -102,7 +105,7 @@ def test_bad_receive_arguments_are_refused(service):
 
 def test_a_message_kept_invisible_at_the_front_does_not_hide_the_rest_of_the_queue(tmp_path):
     store = Store(tmp_path, flush=Flush.ASYNC)
-    messaging = MessagingService(store, max_body_bytes=1024, clock=FakeClock())
+    messaging = MessagingService(store, DelayService(store, max_delay=3600), max_body_bytes=1024, clock=FakeClock())
     loop = asyncio.new_event_loop()
     run = loop.run_until_complete
     try:

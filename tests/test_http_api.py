@@ -44,20 +44,30 @@ def test_health_and_openapi_are_served(http):
 
 def test_topics_are_listed_created_and_inspected(http, broker):
     assert http.get("/topics").json() == {
-        "items": [{"name": "orders", "queues": 4, "retention_seconds": None}],
+        "items": [
+            {
+                "name": "orders",
+                "queues": 4,
+                "retention_seconds": None,
+                "message_type": None,
+                "delayed": 0,
+                "next_due": None,
+            }
+        ],
         "total": 1,
         "limit": 100,
         "offset": 0,
     }
     created = http.post("/topics", json={"name": "payments", "queues": 2})
-    assert (created.status_code, created.json()) == (
-        201, {"name": "payments", "queues": 2, "retention_seconds": None, "created": True}
-    )  # fmt: skip
+    assert (created.status_code, created.json()) == (201, {
+        "name": "payments", "queues": 2, "retention_seconds": None, "message_type": None, "delayed": 0,
+        "next_due": None, "created": True,
+    })  # fmt: skip
     again = http.post("/topics", json={"name": "payments", "queues": 2, "retention_seconds": 0})
     assert (again.status_code, again.json()["retention_seconds"]) == (200, 0)
     assert http.post("/topics", json={"name": "payments", "queues": 2}).json()["retention_seconds"] == 0, "kept"
     assert http.get("/topics", params={"limit": 1, "offset": 1}).json()["items"] == [
-        {"name": "payments", "queues": 2, "retention_seconds": 0}
+        {"name": "payments", "queues": 2, "retention_seconds": 0, "message_type": None, "delayed": 0, "next_due": None}
     ]
     assert http.get("/topics/payments/queues").json() == [
         {"queue_id": 0, "min_offset": 0, "max_offset": 0},

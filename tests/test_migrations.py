@@ -52,7 +52,8 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
         # v5: each half message is in its transaction's row, with the producer's properties only;
         # each op record is in the op log; both logs' next offsets are kept as floors.
         # v6: no batch column (batches are open ranges), and none is open.
-        topics = [(*row, None) for row in before.pop("topics")]
+        # v8: every topic accepts every message type; no delayed message waits.
+        topics = [(*row, None, None) for row in before.pop("topics")]
         logs = {HALF_TOPIC: [], OP_TOPIC: []}
         for row in before["messages"]:
             logs.get(row[1], []).append(row)
@@ -72,6 +73,7 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
             "open_ranges": [],
             "transactional_ids": [],
             "txn_offsets": [],
+            "delayed": [],
             "segments.db:segments": [],  # the broker's packer finds no queue with a whole segment
         }
         assert len(logs[HALF_TOPIC]) == 4 and len(logs[OP_TOPIC]) == 2

@@ -107,7 +107,7 @@ def test_routes_answer_with_typed_statuses_and_unsupported_rpcs_are_unimplemente
         queue = route.message_queues[0]
         assert (queue.permission, list(queue.accept_message_types)) == (
             definition.READ_WRITE,
-            [definition.NORMAL, definition.TRANSACTION],
+            [definition.NORMAL, definition.DELAY, definition.TRANSACTION],
         )
         assert queue.broker.endpoints.addresses[0].port == broker.broker.rocketmq_port
         for topic, code in (

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions
 
+from broker.delays import DelayService
 from broker.errors import HiddenTopic
 from broker.grpc_api.convert import columns_to_pb, segment_to_pb
 from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, Packed, PullBatch, Topic
@@ -429,7 +430,9 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
         await store.create_topic("t", 3)
         packer = Packer(store, segment_to_pb, metrics=Metrics())
         await packer.pack()  # the first round: every queue's segments are verified
-        messaging = MessagingService(store, max_body_bytes=1 << 20, on_written=packer.written)
+        messaging = MessagingService(
+            store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20, on_written=packer.written
+        )
         await store.append([(random_message(rng, 99, 10), 2)], NOW_MS)  # queue 2 starts with a plain send
         # Queues 0, 1, 2, 0, 1, 2: queue 0 two whole runs, queue 1 a short run then a long one,
         # queue 2 runs after a message that came in no run (read from the store, packed with them).
@@ -475,7 +478,9 @@ def test_a_run_after_an_open_range_is_not_packed_over_it(tmp_path):
         await store.create_topic("t", 1)
         packer = Packer(store, segment_to_pb, metrics=Metrics())
         await packer.pack()  # the first round: the queue's segments are verified
-        messaging = MessagingService(store, max_body_bytes=1 << 20, on_written=packer.written)
+        messaging = MessagingService(
+            store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20, on_written=packer.written
+        )
         opened = await store.prepare_range("g", 1, held, 0, NOW_MS)
         assert (await messaging.send_columns(run)).queue_offsets[0] == 3
         assert await packer.pack_runs() == 0
@@ -511,7 +516,9 @@ def test_a_call_with_a_message_stored_before_it_is_not_handed_to_the_packer(tmp_
     async def scenario() -> tuple[list[int], int]:
         store = Store(tmp_path / "data")
         await store.create_topic("t", 1)
-        messaging = MessagingService(store, max_body_bytes=1024, on_written=lambda *run: runs.append(run))
+        messaging = MessagingService(
+            store, DelayService(store, max_delay=3600), max_body_bytes=1024, on_written=lambda *run: runs.append(run)
+        )
         await messaging.send_columns(table("a", "b"))
         again = await messaging.send_columns(table("b", "c"))
         store.close()

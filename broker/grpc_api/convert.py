@@ -51,6 +51,7 @@ def message_from_pb(message: pb.Message) -> Message:
         tags=message.tags,
         properties=dict(message.properties),
         born_timestamp=message.born_timestamp,
+        deliver_at=message.deliver_at or None,
     )
 
 
@@ -176,7 +177,11 @@ def appended_to_pb(appended: Appended) -> pb.SendColumnsResponse:
 
 def send_result_to_pb(message: Placement) -> pb.SendResult:
     return pb.SendResult(
-        message_id=message.message_id, topic=message.topic, queue_id=message.queue_id, queue_offset=message.queue_offset
+        message_id=message.message_id,
+        topic=message.topic,
+        queue_id=message.queue_id,
+        queue_offset=message.queue_offset,
+        recall_handle=message.recall_handle,
     )
 
 
@@ -191,7 +196,8 @@ def end_to_pb(result: EndResult) -> pb.EndTransactionResponse:
 
 
 def topic_to_pb(topic: Topic) -> pb.Topic:
-    return pb.Topic(name=topic.name, queues=topic.queues, retention_seconds=topic.retention)
+    kind = "" if topic.message_type is None else topic.message_type.value
+    return pb.Topic(name=topic.name, queues=topic.queues, retention_seconds=topic.retention, message_type=kind)
 
 
 def resolution_from_pb(value: int) -> Resolution:

@@ -27,7 +27,7 @@ from broker.grpc_api.status import translate_errors
 from broker.grpc_api.transact import Call, serve_transact
 from broker.kafka_txn import KafkaTxnService
 from broker.messaging import MAX_BATCH, MessagingService
-from broker.model import EndResult, OffsetInTxn, Resolution, Source
+from broker.model import EndResult, OffsetInTxn, Resolution, Source, message_type_of
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -103,6 +103,10 @@ class BrokerServicer(PullServicer):
         check_batch(request.messages)
         results = await self._messaging.send_each([message_from_pb(m) for m in request.messages])
         return pb.SendMessagesResponse(outcomes=item_outcomes(results, pb.SendMessageOutcome, send_result_to_pb))
+
+    @translate_errors
+    async def RecallMessage(self, request: pb.RecallMessageRequest, context: Any) -> pb.RecallMessageResponse:
+        return pb.RecallMessageResponse(message_id=await self._messaging.recall(request.topic, request.recall_handle))
 
     @translate_errors
     async def SendHalfMessages(self, request: pb.SendHalfMessagesRequest, context: Any) -> pb.SendHalfMessagesResponse:
@@ -225,7 +229,8 @@ class BrokerServicer(PullServicer):
     async def CreateTopic(self, request: pb.CreateTopicRequest, context: Any) -> pb.CreateTopicResponse:
         topic = request.topic
         retention = topic.retention_seconds if topic.HasField("retention_seconds") else None
-        created = await self._messaging.create_topic(topic.name, topic.queues, retention)
+        kind = message_type_of(topic.message_type) if topic.message_type else None
+        created = await self._messaging.create_topic(topic.name, topic.queues, retention, kind)
         return pb.CreateTopicResponse(topic=topic_to_pb(self._messaging.topic(topic.name)), created=created)
 
     @translate_errors

@@ -15,6 +15,9 @@ ERROR_METADATA_KEY = "halfmq-error"
 _STATUS: dict[type[errors.HalfmqError], grpc.StatusCode] = {
     errors.InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
     errors.MessageTooLarge: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.InvalidDeliveryTime: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.DelayedMessageNotFound: grpc.StatusCode.NOT_FOUND,
+    errors.MessageTypeMismatch: grpc.StatusCode.FAILED_PRECONDITION,
     errors.NotFound: grpc.StatusCode.NOT_FOUND,
     errors.TopicNotFound: grpc.StatusCode.NOT_FOUND,
     errors.TransactionNotFound: grpc.StatusCode.NOT_FOUND,

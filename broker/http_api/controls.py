@@ -52,9 +52,10 @@ class FaultsModel(BaseModel):
 
 
 @router.post("/clock", response_model=ClockOut)
-def advance_clock(move: ClockIn, given: TestControls = Depends(controls)) -> ClockOut:  # noqa: B008
-    """Move the broker's clock forward (ages, timeouts and retention follow it)."""
-    now = given.clock.advance(move.advance_seconds)
+async def advance_clock(move: ClockIn, given: TestControls = Depends(controls)) -> ClockOut:  # noqa: B008
+    """Move the broker's clock forward (ages, timeouts, retention and delayed messages follow it);
+    the delayed messages due by then are delivered before it answers."""
+    now = await given.advance(move.advance_seconds)
     return ClockOut(now=now, offset=given.clock.offset)
 
 

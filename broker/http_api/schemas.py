@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Generic, Literal, TypeVar
 
 from fastapi import Query
 from pydantic import BaseModel, Field
@@ -41,18 +41,26 @@ EpochMs = Annotated[int, Field(description="broker time, milliseconds since the 
 _RETENTION = "seconds its committed messages are kept; 0 keeps them all, null follows the broker's --retention"
 
 
+MessageTypeName = Literal["NORMAL", "FIFO", "DELAY", "TRANSACTION"]
+_MESSAGE_TYPE = "the one message type it accepts; null accepts every type"
+
+
 class TopicIn(BaseModel):
     name: str = Field(min_length=1, max_length=127, pattern=r"^[A-Za-z0-9_%|-]+$")
     queues: int = Field(default=4, ge=1, le=MAX_QUEUES)
     retention_seconds: float | None = Field(
         default=None, ge=0, le=MAX_RETENTION, description=f"{_RETENTION}; null leaves an existing topic's as it is"
     )
+    message_type: MessageTypeName | None = Field(default=None, description=f"{_MESSAGE_TYPE}; fixed at creation")
 
 
 class TopicOut(BaseModel):
     name: str
     queues: int
     retention_seconds: float | None = Field(description=_RETENTION)
+    message_type: MessageTypeName | None = Field(description=_MESSAGE_TYPE)
+    delayed: int = Field(default=0, description="delayed messages waiting to be delivered")
+    next_due: int | None = Field(default=None, description="when the first of them is due, broker epoch ms")
 
 
 class TopicCreated(TopicOut):

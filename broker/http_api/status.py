@@ -9,6 +9,9 @@ from broker import errors
 _STATUS: dict[type[errors.HalfmqError], int] = {
     errors.InvalidArgument: 400,
     errors.MessageTooLarge: 413,
+    errors.InvalidDeliveryTime: 400,
+    errors.DelayedMessageNotFound: 404,
+    errors.MessageTypeMismatch: 409,
     errors.NotFound: 404,
     errors.TopicNotFound: 404,
     errors.TransactionNotFound: 404,

@@ -19,7 +19,7 @@ from broker.http_api.schemas import (
     TopicIn,
     TopicOut,
 )
-from broker.model import Message
+from broker.model import Message, MessageType, Topic
 
 router = APIRouter(prefix="/topics", tags=["topics"])
 
@@ -32,10 +32,20 @@ def list_topics(
 ) -> Page[TopicOut]:
     """Real topics (system topics are hidden)."""
     topics = context.messaging.topics()
-    items = [
-        TopicOut(name=t.name, queues=t.queues, retention_seconds=t.retention) for t in topics[offset : offset + limit]
-    ]
+    delayed = context.store.delayed_by_topic()
+    items = [topic_out(t, *delayed.get(t.name, (0, None))) for t in topics[offset : offset + limit]]
     return Page[TopicOut](items=items, total=len(topics), limit=limit, offset=offset)
+
+
+def topic_out(topic: Topic, delayed: int = 0, next_due: int | None = None) -> TopicOut:
+    return TopicOut(
+        name=topic.name,
+        queues=topic.queues,
+        retention_seconds=topic.retention,
+        message_type=None if topic.message_type is None else topic.message_type.value,
+        delayed=delayed,
+        next_due=next_due,
+    )
 
 
 @router.post("", response_model=TopicCreated, status_code=201)
@@ -44,13 +54,13 @@ async def create_topic(
     response: Response,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> TopicCreated:
-    """Create a topic (201); an existing one with the same queue count answers 200 (its retention
-    set if one is given), another count 409."""
-    created = await context.messaging.create_topic(topic.name, topic.queues, topic.retention_seconds)
+    """Create a topic (201); an existing one with the same queue count and message type answers
+    200 (its retention set if one is given), another count or type 409."""
+    kind = None if topic.message_type is None else MessageType(topic.message_type)
+    created = await context.messaging.create_topic(topic.name, topic.queues, topic.retention_seconds, kind)
     if not created:
         response.status_code = 200
-    retention = context.messaging.topic(topic.name).retention
-    return TopicCreated(name=topic.name, queues=topic.queues, retention_seconds=retention, created=created)
+    return TopicCreated(**topic_out(context.messaging.topic(topic.name)).model_dump(), created=created)
 
 
 @router.post("/{name}/messages", response_model=SendReceiptOut, status_code=201)

@@ -20,7 +20,7 @@ import grpc
 
 from broker import errors
 from broker.messaging import MessagingService
-from broker.model import Message, Resolution, Source
+from broker.model import Message, MessageType, Resolution, Source
 from broker.rocketmq_api.convert import group_of, tag_filter, timestamp, to_rocketmq
 from broker.rocketmq_api.protocol import load
 from broker.rocketmq_api.session import TelemetrySession
@@ -34,6 +34,16 @@ definition, service, service_grpc = load()
 log = logging.getLogger(__name__)
 
 _POLL = 0.1  # seconds between looks at an empty queue during long polling
+MESSAGE_TYPES = {
+    MessageType.NORMAL: definition.NORMAL,
+    MessageType.FIFO: definition.FIFO,
+    MessageType.DELAY: definition.DELAY,
+    MessageType.TRANSACTION: definition.TRANSACTION,
+}
+# What a topic of no declared type accepts, as its route says (FIFO is not served yet).
+ACCEPTED = [definition.NORMAL, definition.DELAY, definition.TRANSACTION]
+# Sent through MessagingService.send: its message says whether it is delayed.
+SENT_AS_IS = (definition.NORMAL, definition.DELAY, definition.MESSAGE_TYPE_UNSPECIFIED)
 
 
 class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[name-defined]
@@ -60,9 +70,10 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
     async def QueryRoute(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         topic = request.topic.name
         try:
-            queues = range(self._messaging.queue_count(topic))
+            found = self._messaging.topic(topic)
         except errors.HalfmqError as exc:
             return service.QueryRouteResponse(status=status(exc))
+        accepts = ACCEPTED if found.message_type is None else [MESSAGE_TYPES[found.message_type]]
         broker = definition.Broker(name="halfmq", id=0, endpoints=self._route_endpoints(request.endpoints))
         return service.QueryRouteResponse(
             status=status(),
@@ -72,9 +83,9 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                     id=queue_id,
                     permission=definition.READ_WRITE,
                     broker=broker,
-                    accept_message_types=[definition.NORMAL, definition.TRANSACTION],
+                    accept_message_types=accepts,
                 )
-                for queue_id in queues
+                for queue_id in range(found.queues)
             ],
         )
 
@@ -109,7 +120,11 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                 tags=properties.tag,
                 properties=dict(message.user_properties),
                 born_timestamp=properties.born_timestamp.ToMilliseconds(),
-            )
+                deliver_at=(
+                    properties.delivery_timestamp.ToMilliseconds()
+                    if properties.HasField("delivery_timestamp") else None
+                ),
+            )  # fmt: skip
             try:
                 if properties.message_type == definition.TRANSACTION:
                     txn = await self._transactions.prepare(core, group_of(core.topic))
@@ -121,16 +136,19 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                             offset=txn.half_offset,
                         )
                     )
-                elif properties.message_type in (definition.NORMAL, definition.MESSAGE_TYPE_UNSPECIFIED):
+                elif properties.message_type in SENT_AS_IS:
                     (stored,) = await self._messaging.send([core])
                     entries.append(
                         service.SendResultEntry(
-                            status=status(), message_id=stored.message_id, offset=stored.queue_offset
+                            status=status(),
+                            message_id=stored.message_id,
+                            offset=stored.queue_offset,
+                            recall_handle=stored.recall_handle,
                         )
                     )
                 else:
                     unsupported = definition.Status(
-                        code=definition.UNSUPPORTED, message="halfmq accepts NORMAL and TRANSACTION messages"
+                        code=definition.UNSUPPORTED, message="halfmq accepts NORMAL, DELAY and TRANSACTION messages"
                     )
                     entries.append(service.SendResultEntry(status=unsupported, message_id=properties.message_id))
             except errors.HalfmqError as exc:
@@ -272,6 +290,13 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
             return service.ChangeInvisibleDurationResponse(status=status(exc))
         return service.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
+    async def RecallMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            message_id = await self._messaging.recall(request.topic.name, request.recall_handle)
+        except errors.HalfmqError as exc:
+            return service.RecallMessageResponse(status=status(exc))
+        return service.RecallMessageResponse(status=status(), message_id=message_id)
+
     async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return service.NotifyClientTerminationResponse(status=status())
 
@@ -301,7 +326,7 @@ async def _unimplemented(self: RocketMQServicer, request: Any, context: grpc.aio
 
 # The generated base class answers with plain functions, which the asyncio server cannot run.
 for _name in (
-    "ForwardMessageToDeadLetterQueue", "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "RecallMessage",
+    "ForwardMessageToDeadLetterQueue", "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset",
     "SyncLiteSubscription",
 ):  # fmt: skip
     setattr(RocketMQServicer, _name, _unimplemented)

@@ -15,7 +15,7 @@ from broker.store.lock import lock_data_dir
 from broker.store.migrate import bring_up_to_date
 from broker.store.reads import QueueReader
 from broker.store.segments import SEGMENTS_FILE, attach, create
-from broker.store.sql import Flush, QueueTails, connect, topic_of
+from broker.store.sql import TOPIC_COLUMNS, Flush, QueueTails, connect, topic_of
 from broker.store.writer import GroupCommitWriter
 
 DB_FILE = "halfmq.db"
@@ -64,10 +64,7 @@ class StoreBase(QueueReader):
         self._write_conn = write_conn
         self._segments_conn = create(data_dir / SEGMENTS_FILE)
         # Topics are read on every send and change only through create_topic: keep them in memory.
-        self._topics = {
-            name: topic_of(name, queues, retention_ms)
-            for name, queues, retention_ms in write_conn.execute("SELECT name, queues, retention_ms FROM topics")
-        }
+        self._topics = {row[0]: topic_of(*row) for row in write_conn.execute(f"SELECT {TOPIC_COLUMNS} FROM topics")}
 
     def close(self) -> None:
         """Commit what was submitted, then close every connection."""

@@ -5,36 +5,51 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
-from broker.model import Appended, Message, MessageRows, Topic
+from broker.model import Appended, Message, MessageRows, MessageType, Topic
 from broker.store.base import StoreBase
-from broker.store.sql import FROM_JSON, OPEN_HOLDING, MessagesInsert, json_list, json_object, rows_in, topic_of
+from broker.store.sql import (
+    FROM_JSON,
+    OPEN_HOLDING,
+    TOPIC_COLUMNS,
+    MessagesInsert,
+    json_list,
+    json_object,
+    rows_in,
+    topic_of,
+)
 
 
 class LogStore(StoreBase):
     """Topics and the queue logs of their messages."""
 
-    async def create_topic(self, name: str, queues: int, retention: float | None = None) -> bool:
-        """Create a topic; True if created, False if it already had ``queues``. A ``retention``
-        (seconds; 0 keeps everything) is set on the new or existing topic; None leaves it as it is.
+    async def create_topic(
+        self, name: str, queues: int, retention: float | None = None, message_type: MessageType | None = None
+    ) -> bool:
+        """Create a topic; True if created, False if it already had ``queues`` and
+        ``message_type`` (None: every type). A ``retention`` (seconds; 0 keeps everything) is set
+        on the new or existing topic; None leaves it as it is.
 
-        Raises TopicExists if it exists with another queue count.
+        Raises TopicExists if it exists with another queue count or message type.
         """
+        kind = None if message_type is None else message_type.value
 
-        def work(conn: sqlite3.Connection) -> tuple[bool, int | None]:
-            row = conn.execute("SELECT queues FROM topics WHERE name = ?", (name,)).fetchone()
+        def work(conn: sqlite3.Connection) -> tuple[bool, tuple[Any, ...]]:
+            row = conn.execute("SELECT queues, message_type FROM topics WHERE name = ?", (name,)).fetchone()
             if row is not None and row[0] != queues:
                 raise TopicExists(f"topic {name!r} exists with {row[0]} queues, not {queues}")
+            if row is not None and row[1] != kind:
+                raise TopicExists(f"topic {name!r} exists for {row[1] or 'every'} message type, not {kind or 'every'}")
             if row is None:
-                conn.execute("INSERT INTO topics (name, queues) VALUES (?, ?)", (name, queues))
+                conn.execute("INSERT INTO topics (name, queues, message_type) VALUES (?, ?, ?)", (name, queues, kind))
             if retention is not None:
                 conn.execute("UPDATE topics SET retention_ms = ? WHERE name = ?", (round(retention * 1000), name))
-            (retention_ms,) = conn.execute("SELECT retention_ms FROM topics WHERE name = ?", (name,)).fetchone()
-            return row is None, retention_ms
+            return row is None, conn.execute(f"SELECT {TOPIC_COLUMNS} FROM topics WHERE name = ?", (name,)).fetchone()
 
-        created, retention_ms = await self._writer.run(work)
-        self._topics[name] = topic_of(name, queues, retention_ms)  # only once committed
+        created, stored = await self._writer.run(work)
+        self._topics[name] = topic_of(*stored)  # only once committed
         return created
 
     def topic(self, name: str) -> Topic:

@@ -18,6 +18,8 @@ connection). ``PRAGMA user_version`` records the version; each migration runs on
   counts messages.
 - v7: Kafka-model transactions: ``open_ranges.transactional_id``; the ``transactional_ids`` and
   ``txn_offsets`` tables come with the DDL.
+- v8: a message type per topic (``topics.message_type``, NULL: every type); the ``delayed``
+  table comes with the DDL.
 """
 
 from __future__ import annotations
@@ -114,6 +116,10 @@ def _transactional_ids(db: sqlite_utils.Database) -> None:
         db.conn.execute("ALTER TABLE open_ranges ADD COLUMN transactional_id TEXT")
 
 
+def _message_types(db: sqlite_utils.Database) -> None:
+    db["topics"].add_column("message_type", str)  # type: ignore[union-attr]
+
+
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     2: lambda db: _incremental_vacuum(db.conn),
     3: _topic_retention,
@@ -121,6 +127,7 @@ MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     5: _half_and_op_logs,
     6: _open_ranges,
     7: _transactional_ids,
+    8: _message_types,
 }
 
 

@@ -24,7 +24,15 @@ from typing import Any, ParamSpec, TypeVar
 from broker.errors import BrokerClosed, TopicNotFound
 from broker.model import Packed, QueueColumns, StoredMessage, Topic
 from broker.store.segments import attach, packed_at
-from broker.store.sql import MESSAGE_COLUMNS, STABLE_END, queue_floor, row_to_message, topic_of, translated
+from broker.store.sql import (
+    MESSAGE_COLUMNS,
+    STABLE_END,
+    TOPIC_COLUMNS,
+    queue_floor,
+    row_to_message,
+    topic_of,
+    translated,
+)
 
 log = logging.getLogger(__name__)
 
@@ -217,8 +225,8 @@ class ReadOnlyStore(QueueReader):
         have created it since); raise TopicNotFound if it does not exist. A topic's queue count
         never changes once created."""
         if name not in self._topics:
-            rows = self._reader().execute("SELECT name, queues, retention_ms FROM topics")
-            self._topics = {name: topic_of(name, queues, retention_ms) for name, queues, retention_ms in rows}
+            rows = self._reader().execute(f"SELECT {TOPIC_COLUMNS} FROM topics")
+            self._topics = {row[0]: topic_of(*row) for row in rows}
         try:
             return self._topics[name]
         except KeyError:

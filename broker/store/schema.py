@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-VERSION = 7
+VERSION = 8
 
 # The half message's columns of a ``transactions`` row. Its properties are the producer's only:
 # the broker's (REAL_TOPIC and the rest) are the row's other columns. Defaults so that v5's
@@ -23,8 +23,31 @@ CREATE TABLE IF NOT EXISTS topics (
     name TEXT PRIMARY KEY,
     queues INTEGER NOT NULL CHECK (queues > 0),
     -- Milliseconds its committed messages are kept; NULL follows the broker, 0 keeps them all.
-    retention_ms INTEGER CHECK (retention_ms >= 0)
+    retention_ms INTEGER CHECK (retention_ms >= 0),
+    -- The one message type it accepts (NORMAL, FIFO, DELAY, TRANSACTION); NULL accepts all.
+    message_type TEXT
 );
+
+-- Delayed messages waiting for their time, with the queue they go to then (RocketMQ's timer
+-- log). ``delay_id`` is the recall handle's number; AUTOINCREMENT so that a recalled or
+-- delivered one's is never handed out again. Due ones are found through ``delayed_due`` alone:
+-- the waiting ones are never scanned.
+CREATE TABLE IF NOT EXISTS delayed (
+    delay_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    due_at INTEGER NOT NULL,
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    message_id TEXT NOT NULL,
+    keys TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    body BLOB NOT NULL,
+    born_timestamp INTEGER NOT NULL,
+    stored_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS delayed_due ON delayed (due_at, delay_id);
+-- A retried send of a delayed message is held once.
+CREATE UNIQUE INDEX IF NOT EXISTS delayed_id ON delayed (topic, message_id);
 
 -- Where retention left each queue it deleted from: offsets below ``next_offset`` were used, so
 -- a queue emptied by retention still knows its low offset and never hands out an offset again.

@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from broker.errors import StorageFailure, StorageFull
-from broker.model import HALF_TOPIC, OP_TOPIC, Message, MessageRows, StoredMessage, Topic, Transaction, TransactionState
+from broker.model import (
+    HALF_TOPIC,
+    OP_TOPIC,
+    Message,
+    MessageRows,
+    MessageType,
+    StoredMessage,
+    Topic,
+    Transaction,
+    TransactionState,
+)
 from broker.store.schema import HALF_COLUMNS
 
 P = ParamSpec("P")
@@ -199,9 +209,17 @@ class QueueTails:
             self._next[queue] = offset + 1
 
 
-def topic_of(name: str, queues: int, retention_ms: int | None) -> Topic:
-    """A row of ``topics`` as a Topic."""
-    return Topic(name, queues, None if retention_ms is None else retention_ms / 1000)
+TOPIC_COLUMNS = "name, queues, retention_ms, message_type"
+
+
+def topic_of(name: str, queues: int, retention_ms: int | None, message_type: str | None) -> Topic:
+    """A row of ``topics`` (its TOPIC_COLUMNS) as a Topic."""
+    return Topic(
+        name,
+        queues,
+        None if retention_ms is None else retention_ms / 1000,
+        None if message_type is None else MessageType(message_type),
+    )
 
 
 def queue_floor(conn: sqlite3.Connection, topic: str, queue_id: int) -> int:

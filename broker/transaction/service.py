@@ -15,6 +15,7 @@ from broker.model import (
     RESOLVED_STATE,
     EndResult,
     Message,
+    MessageType,
     Resolution,
     Source,
     Transaction,
@@ -22,6 +23,7 @@ from broker.model import (
     check_message,
     check_name,
     check_transaction_id,
+    check_type,
     merged,
     new_transaction_id,
     queue_for,
@@ -57,7 +59,11 @@ class TransactionService:
             try:
                 check_message(message, self._max_body_bytes)
                 check_name("producer group", producer_group)
-                queues = self._store.topic(message.topic).queues
+                if message.deliver_at is not None:
+                    raise InvalidArgument("a transactional message cannot be delayed")
+                topic = self._store.topic(message.topic)
+                check_type(topic, MessageType.TRANSACTION)
+                queues = topic.queues
             except HalfmqError as exc:
                 results.append(exc)
                 continue

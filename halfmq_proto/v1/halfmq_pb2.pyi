@@ -41,7 +41,7 @@ ROLLED_BACK: TransactionState
 DISCARDED: TransactionState
 
 class Message(_message.Message):
-    __slots__ = ("topic", "body", "keys", "tags", "properties", "message_id", "born_timestamp")
+    __slots__ = ("topic", "body", "keys", "tags", "properties", "message_id", "born_timestamp", "deliver_at")
     class PropertiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class Message(_message.Message):
     PROPERTIES_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     BORN_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
     topic: str
     body: bytes
     keys: _containers.RepeatedScalarFieldContainer[str]
@@ -63,7 +64,8 @@ class Message(_message.Message):
     properties: _containers.ScalarMap[str, str]
     message_id: str
     born_timestamp: int
-    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., keys: _Optional[_Iterable[str]] = ..., tags: _Optional[str] = ..., properties: _Optional[_Mapping[str, str]] = ..., message_id: _Optional[str] = ..., born_timestamp: _Optional[int] = ...) -> None: ...
+    deliver_at: int
+    def __init__(self, topic: _Optional[str] = ..., body: _Optional[bytes] = ..., keys: _Optional[_Iterable[str]] = ..., tags: _Optional[str] = ..., properties: _Optional[_Mapping[str, str]] = ..., message_id: _Optional[str] = ..., born_timestamp: _Optional[int] = ..., deliver_at: _Optional[int] = ...) -> None: ...
 
 class StoredMessage(_message.Message):
     __slots__ = ("topic", "queue_id", "queue_offset", "message_id", "transaction_id", "keys", "tags", "properties", "body", "born_timestamp", "store_timestamp")
@@ -99,16 +101,32 @@ class StoredMessage(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., message_id: _Optional[str] = ..., transaction_id: _Optional[str] = ..., keys: _Optional[_Iterable[str]] = ..., tags: _Optional[str] = ..., properties: _Optional[_Mapping[str, str]] = ..., body: _Optional[bytes] = ..., born_timestamp: _Optional[int] = ..., store_timestamp: _Optional[int] = ...) -> None: ...
 
 class SendResult(_message.Message):
-    __slots__ = ("message_id", "topic", "queue_id", "queue_offset")
+    __slots__ = ("message_id", "topic", "queue_id", "queue_offset", "recall_handle")
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECALL_HANDLE_FIELD_NUMBER: _ClassVar[int]
     message_id: str
     topic: str
     queue_id: int
     queue_offset: int
-    def __init__(self, message_id: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ...) -> None: ...
+    recall_handle: str
+    def __init__(self, message_id: _Optional[str] = ..., topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., queue_offset: _Optional[int] = ..., recall_handle: _Optional[str] = ...) -> None: ...
+
+class RecallMessageRequest(_message.Message):
+    __slots__ = ("topic", "recall_handle")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    RECALL_HANDLE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    recall_handle: str
+    def __init__(self, topic: _Optional[str] = ..., recall_handle: _Optional[str] = ...) -> None: ...
+
+class RecallMessageResponse(_message.Message):
+    __slots__ = ("message_id",)
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    message_id: str
+    def __init__(self, message_id: _Optional[str] = ...) -> None: ...
 
 class SendBatchRequest(_message.Message):
     __slots__ = ("messages",)
@@ -600,14 +618,16 @@ class GetConsumerOffsetsResponse(_message.Message):
     def __init__(self, offsets: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class Topic(_message.Message):
-    __slots__ = ("name", "queues", "retention_seconds")
+    __slots__ = ("name", "queues", "retention_seconds", "message_type")
     NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     RETENTION_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_TYPE_FIELD_NUMBER: _ClassVar[int]
     name: str
     queues: int
     retention_seconds: float
-    def __init__(self, name: _Optional[str] = ..., queues: _Optional[int] = ..., retention_seconds: _Optional[float] = ...) -> None: ...
+    message_type: str
+    def __init__(self, name: _Optional[str] = ..., queues: _Optional[int] = ..., retention_seconds: _Optional[float] = ..., message_type: _Optional[str] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
     __slots__ = ("topic",)

@@ -50,6 +50,11 @@ class BrokerStub:
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessagesRequest.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessagesResponse.FromString,
                 _registered_method=True)
+        self.RecallMessage = channel.unary_unary(
+                '/halfmq.v1.Broker/RecallMessage',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.RecallMessageRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.RecallMessageResponse.FromString,
+                _registered_method=True)
         self.SendHalfMessages = channel.unary_unary(
                 '/halfmq.v1.Broker/SendHalfMessages',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendHalfMessagesRequest.SerializeToString,
@@ -157,6 +162,13 @@ class BrokerServicer:
 
     def SendMessages(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecallMessage(self, request, context):
+        """Cancel a delayed message before it is due.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -281,6 +293,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.SendMessages,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessagesRequest.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.SendMessagesResponse.SerializeToString,
+            ),
+            'RecallMessage': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecallMessage,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.RecallMessageRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.RecallMessageResponse.SerializeToString,
             ),
             'SendHalfMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.SendHalfMessages,
@@ -450,6 +467,33 @@ class Broker:
             '/halfmq.v1.Broker/SendMessages',
             halfmq_dot_v1_dot_halfmq__pb2.SendMessagesRequest.SerializeToString,
             halfmq_dot_v1_dot_halfmq__pb2.SendMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecallMessage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/halfmq.v1.Broker/RecallMessage',
+            halfmq_dot_v1_dot_halfmq__pb2.RecallMessageRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.RecallMessageResponse.FromString,
             options,
             channel_credentials,
             insecure,

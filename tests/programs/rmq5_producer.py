@@ -4,6 +4,8 @@
 MODE ``send``: commit "rmq-commit", roll back "rmq-rollback", print each receipt, exit.
 MODE ``orphan``: send "rmq-orphan" as a half message, print ORPHANED, then wait to be killed.
 MODE ``checker``: stay online answering checks with COMMIT until stdin closes.
+MODE ``delay``: send "rmq-delay-kept" and "rmq-delay-recalled" delivered RMQ_DELAY seconds from
+now (default 3), recall the second, print ``SENT body message_id`` and ``RECALLED message_id``, exit.
 MODE ``stream``: commit "rmq-stream-<n>" for n in 0..39, retrying each send for up to 30 s, print
 ``ACK <body>`` for every commit the broker confirmed, record each local transaction in the file
 RMQ_LOCAL_STATE, then exit. Checks (any mode) answer from that file when it is given.
@@ -71,6 +73,17 @@ def main(endpoint: str, mode: str) -> None:
             print(f"SENT {body} {receipt.message_id} {receipt.transaction_id}", flush=True)
         normal = producer.send(message("rmq-normal"))
         print(f"SENT rmq-normal {normal.message_id}", flush=True)
+        producer.shutdown()
+    elif mode == "delay":
+        due = int(time.time()) + int(os.environ.get("RMQ_DELAY", "3"))
+        receipts = {}
+        for body in ("rmq-delay-kept", "rmq-delay-recalled"):
+            delayed = message(body)
+            delayed.delivery_timestamp = due
+            receipts[body] = producer.send(delayed)
+            print(f"SENT {body} {receipts[body].message_id}", flush=True)
+        recalled = receipts["rmq-delay-recalled"]
+        print(f"RECALLED {producer.recall_message('orders', recalled.recall_handle)}", flush=True)
         producer.shutdown()
     elif mode == "orphan":
         producer.send(message("rmq-orphan"), producer.begin_transaction())
