@@ -99,6 +99,10 @@ class Metrics:
         )
         self.registry.register(_LowOffsets(low_offsets))
 
+    def watch_delayed(self, delayed_by_topic: Callable[[], dict[str, tuple[int, int]]]) -> None:
+        """Read the delayed messages waiting per topic, and when the first is due, at each scrape."""
+        self.registry.register(_Delayed(delayed_by_topic))
+
     def retention_deleted(self, messages: int, transactions: int) -> None:
         self._deleted.labels("messages").inc(messages)
         self._deleted.labels("transactions").inc(transactions)
@@ -152,3 +156,21 @@ class _LowOffsets(Collector):
         for (topic, queue_id), low in sorted(self._low_offsets().items()):
             family.add_metric([topic, str(queue_id)], low)
         yield family
+
+
+class _Delayed(Collector):
+    """``halfmq_delayed_messages{topic}`` and ``halfmq_delayed_next_due_seconds{topic}``."""
+
+    def __init__(self, delayed_by_topic: Callable[[], dict[str, tuple[int, int]]]) -> None:
+        self._delayed_by_topic = delayed_by_topic
+
+    def collect(self) -> Iterator[Metric]:
+        waiting = GaugeMetricFamily("halfmq_delayed_messages", "Delayed messages waiting to be due", labels=["topic"])
+        due = GaugeMetricFamily(
+            "halfmq_delayed_next_due_seconds", "When the first delayed message is due (epoch seconds)", labels=["topic"]
+        )
+        for topic, (count, next_due) in sorted(self._delayed_by_topic().items()):
+            waiting.add_metric([topic], count)
+            due.add_metric([topic], next_due / 1000)
+        yield waiting
+        yield due

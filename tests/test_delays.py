@@ -122,7 +122,7 @@ def test_bad_delayed_sends_are_refused_and_change_nothing(tmp_path, clock):
         broker.stop()
 
 
-def test_the_admin_api_and_cli_show_topic_types_and_delayed_messages(broker, clock):
+def test_the_admin_api_cli_and_metrics_show_topic_types_and_delayed_messages(broker, clock):
     due = to_ms(clock()) + 60_000
     created = httpx.post(f"{broker.http}/topics", json={"name": "timers", "queues": 2, "message_type": "DELAY"})
     assert created.status_code == 201 and created.json()["message_type"] == "DELAY"
@@ -134,6 +134,9 @@ def test_the_admin_api_and_cli_show_topic_types_and_delayed_messages(broker, clo
     topics = {t["name"]: t for t in httpx.get(f"{broker.http}/topics").json()["items"]}
     assert (topics["timers"]["delayed"], topics["timers"]["next_due"]) == (3, due)
     assert [topics["orders"][k] for k in ("delayed", "next_due", "message_type")] == [0, None, None]
+    metrics = httpx.get(f"{broker.http}/metrics").text
+    assert 'halfmq_delayed_messages{topic="timers"} 3.0' in metrics
+    assert f'halfmq_delayed_next_due_seconds{{topic="timers"}} {due / 1000:.8e}' in metrics
     listed = subprocess.run(
         [sys.executable, "-m", "halfmq_cli", "--url", broker.http, "topics", "list"], capture_output=True, text=True
     )

@@ -64,6 +64,21 @@ def test_only_committed_transactions_are_ingested(spark, broker, clock):
     assert row.transaction_id and row.keys and row.store_timestamp is not None
 
 
+def test_a_delayed_message_reaches_batch_and_streaming_reads_only_once_due(spark, broker, clock):
+    send_normal(broker.address, 2)
+    with Producer(broker=broker.address) as producer:
+        producer.send(Message(topic="orders", body=b"later", deliver_at=int(clock() * 1000) + 60_000))
+    checkpoint = tempfile.mkdtemp()
+    assert bodies(batch_reader(spark, broker.address).collect()) == ["m0", "m1"]
+    streamed = run_available_now(stream_reader(spark, broker.address, startingOffsets="earliest"), checkpoint)
+    assert bodies(row for _, rows in streamed for row in rows) == ["m0", "m1"]
+    clock.advance(61)
+    broker.run(broker.broker.delays.deliver_due())
+    assert bodies(batch_reader(spark, broker.address).collect()) == ["later", "m0", "m1"]
+    streamed = run_available_now(stream_reader(spark, broker.address, startingOffsets="earliest"), checkpoint)
+    assert bodies(row for _, rows in streamed for row in rows) == ["later"], "the next micro-batch, once"
+
+
 def test_rows_have_the_documented_schema(spark, broker):
     send_normal(broker.address, 1)
     frame = batch_reader(spark, broker.address)

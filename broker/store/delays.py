@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from broker.errors import DelayedMessageNotFound
 from broker.model import Message, MessageRows
 from broker.store.logs import LogStore
-from broker.store.sql import FROM_JSON, MessagesInsert, json_list, json_object, translated
+from broker.store.sql import FROM_JSON, MessagesInsert, json_list, json_object, rows_in, translated
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +21,7 @@ _HOLD = (
     "INSERT INTO delayed (due_at, topic, queue_id, message_id, keys, tags, properties, body, born_timestamp,"
     " stored_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (topic, message_id) DO NOTHING"
 )
+_HELD = "SELECT queue_id, message_id, delay_id, due_at FROM delayed WHERE topic = ? AND message_id IN ({})"
 _DUE = (
     "SELECT delay_id, topic, queue_id, message_id, keys, tags, properties, body, born_timestamp FROM delayed"
     " WHERE due_at <= ? ORDER BY due_at, delay_id LIMIT ?"
@@ -53,13 +54,14 @@ class DelayStore(LogStore):
 
         def work(conn: sqlite3.Connection) -> list[Held]:
             conn.executemany(_HOLD, rows)
-            return [
-                Held(topic, *conn.execute(
-                    "SELECT queue_id, message_id, delay_id, due_at FROM delayed WHERE topic = ? AND message_id = ?",
-                    (topic, message_id),
-                ).fetchone())
-                for _, topic, _, message_id, *_ in rows
-            ]  # fmt: skip
+            held = {
+                (topic, message_id): Held(topic, queue_id, message_id, delay_id, due_at)
+                for topic in {row[1] for row in rows}
+                for queue_id, message_id, delay_id, due_at in rows_in(
+                    conn, _HELD, [row[3] for row in rows if row[1] == topic], topic
+                )
+            }
+            return [held[(row[1], row[3])] for row in rows]
 
         return await self._writer.run(work)
 
