@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from producer_sdk import Message, TransactionalProducer, TransactionProducer
+from producer_sdk import Message, Producer, TransactionalProducer, TransactionProducer
 from tests.support import BrokerThread, ScriptedListener, broker_settings
 
 CHROMIUM = "/usr/bin/chromium"
@@ -55,6 +55,8 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
                 producer.send_message_in_transaction(Message(topic="orders", body=b"x", keys=[f"k{n}"]))
                 n += 1
                 stop.wait(0.05)
+        with Producer(broker=live_broker.address) as plain:  # waits an hour: the dashboard shows it
+            plain.send(Message(topic="orders", body=b"later", delay=3600))
         with TransactionProducer(group="gone", broker=live_broker.address, listener=ScriptedListener("UNKNOWN")) as p:
             for i in range(3):  # these stay pending: their producer group goes offline
                 p.send_message_in_transaction(Message(topic="orders", body=b"pending", keys=[f"p{i}"]))
@@ -100,6 +102,7 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
             assert page.inner_text("#store-bytes").split()[-1] in ("KB", "MB")
             assert "in use" in page.get_attribute("#store-bytes", "title")
             assert "broker's" in page.inner_text("#topic-rows")
+            page.wait_for_function("() => document.getElementById('topic-rows').textContent.includes('1, next in')")
             screenshot = tmp_path / "dashboard.png"
             page.screenshot(path=str(screenshot), full_page=True)
             browser.close()

@@ -50,6 +50,11 @@ function retention(topic) {
   return topic.retention_seconds === 0 ? "forever" : seconds(topic.retention_seconds);
 }
 
+function delayed(topic) {
+  if (!topic.delayed) return "none";
+  return `${topic.delayed}, next in ${seconds(Math.max(0, (topic.next_due - Date.now()) / 1000))}`;
+}
+
 function checksDelivered(totals) {
   return totals.checks_delivered || 0;
 }
@@ -128,7 +133,8 @@ async function refresh() {
 
     const queueLists = await Promise.all(topics.items.map((t) => get(`/topics/${encodeURIComponent(t.name)}/queues`)));
     $("topic-rows").innerHTML = topics.items.flatMap((t, i) => queueLists[i].map((q) =>
-      `<tr><td>${escape(t.name)}</td><td>${retention(t)}</td><td>${q.queue_id}</td><td>${q.min_offset}</td><td>${q.max_offset}</td></tr>`)).join("");
+      `<tr><td>${escape(t.name)}</td><td>${escape(t.message_type || "any")}</td><td>${retention(t)}</td>` +
+      `<td>${delayed(t)}</td><td>${q.queue_id}</td><td>${q.min_offset}</td><td>${q.max_offset}</td></tr>`)).join("");
     $("consumer-rows").innerHTML = consumers.items.length ? consumers.items.map((c) =>
       `<tr><td>${escape(c.group)}</td><td>${escape(c.topic)}</td><td>${c.queue_id}</td><td>${c.offset}</td><td>${c.lag}</td></tr>`).join("")
       : '<tr><td colspan="5" class="muted">none</td></tr>';
