@@ -63,6 +63,7 @@ class Broker:
             self.store,
             self.delays,
             max_body_bytes=settings.max_body_bytes,
+            max_delivery_attempts=settings.max_delivery_attempts,
             clock=self.clock,
             on_written=self.packer.written if settings.segments else None,
         )

@@ -40,6 +40,7 @@ class Settings:
     max_half_age: float = 72 * 3600.0
     batch_timeout: float = 600.0
     max_delay: float = 72 * 3600.0
+    max_delivery_attempts: int = 17
     retention: float = 72 * 3600.0
     retention_bytes: int | None = None
     flush: Flush = Flush.SYNC
@@ -139,6 +140,12 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
         "max_delay",
         _positive(float),
         "seconds ahead a delayed message may be due; later ones are refused (default 259200, 72 h, as RocketMQ)",
+    ),
+    (
+        "max_delivery_attempts",
+        _positive(int),
+        "deliveries of a message to a consumer group before it goes to the group's dead-letter topic %%DLQ%%<group>,"
+        " for groups without their own (default 17: RocketMQ's 16 retries after the first)",
     ),
     (
         "retention",

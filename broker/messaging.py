@@ -30,6 +30,7 @@ from broker.model import (
     queue_for,
 )
 from broker.pulls import PullService
+from broker.retry import ROCKETMQ_BACKOFF, RetryPolicy
 from broker.store import Store
 from broker.store.deliveries import Delivery
 
@@ -45,6 +46,7 @@ class MessagingService(PullService):
         delays: DelayService,
         *,
         max_body_bytes: int,
+        max_delivery_attempts: int = 17,
         clock: Clock = system_clock,
         on_written: Callable[[str, int, QueueColumns], None] | None = None,
     ) -> None:
@@ -54,6 +56,7 @@ class MessagingService(PullService):
         super().__init__(store)
         self._store = store
         self._delays = delays
+        self._max_delivery_attempts = max_delivery_attempts
         self._on_written = on_written
         self._max_body_bytes = max_body_bytes
         self._clock = clock
@@ -225,6 +228,7 @@ class MessagingService(PullService):
             raise InvalidArgument(f"batch must be between 1 and {MAX_PULL}, got {batch}")
         if not 0 < invisible_seconds <= 12 * 3600:
             raise InvalidArgument(f"invisible duration must be in (0, 12 h], got {invisible_seconds}s")
+        policy = await self.retry_policy(group)
         return await self._store.receive(
             group,
             topic,
@@ -234,7 +238,27 @@ class MessagingService(PullService):
             to_ms(self._clock()),
             (lambda tag: True) if tags is None else (lambda tag: tag in tags),
             PULL_BYTES,
+            policy.max_attempts,
         )
+
+    async def retry_policy(self, group: str) -> RetryPolicy:
+        """``group``'s retry policy: its own, else the broker's maximum and RocketMQ's backoff."""
+        check_name("consumer group", group)
+        max_attempts, backoff = await self._store.query(self._store.retry_policy_of, group)
+        return RetryPolicy(max_attempts or self._max_delivery_attempts, backoff or ROCKETMQ_BACKOFF)
+
+    async def set_retry_policy(self, group: str, max_attempts: int | None, backoff: tuple[float, ...] | None) -> None:
+        """Set ``group``'s retry policy (what ``mqadmin updateSubGroup`` sets); None follows the
+        broker's. Raises InvalidArgument."""
+        check_name("consumer group", group)
+        RetryPolicy(max_attempts or self._max_delivery_attempts, backoff or ROCKETMQ_BACKOFF)  # checks both
+        await self._store.set_retry_policy(group, max_attempts, backoff)
+
+    async def forward_to_dead_letters(self, group: str, topic: str, receipt_handle: str) -> None:
+        """Move a received message to ``group``'s dead-letter topic now. Raises StaleReceiptHandle."""
+        check_name("consumer group", group)
+        check_data_topic(topic)
+        await self._store.forward_to_dead_letters(group, topic, receipt_handle, to_ms(self._clock()))
 
     async def ack(self, group: str, topic: str, receipt_handle: str) -> None:
         """Acknowledge a received message. Raises StaleReceiptHandle if acknowledged or redelivered since."""

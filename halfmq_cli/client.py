@@ -38,6 +38,9 @@ class AdminClient:
     def post(self, path: str, body: object = None) -> Any:
         return self._request("POST", path, body)
 
+    def put(self, path: str, body: object) -> Any:
+        return self._request("PUT", path, body)
+
     def _request(self, method: str, path: str, body: object = None) -> Any:
         headers = {"Accept": "application/json"}
         data = None

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,18 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
         page = client.get("/transactional-ids", state=args.state, limit=args.limit, offset=args.offset)
         rows = [{**t, "age": t["age_seconds"] and f"{t['age_seconds']:.1f}s"} for t in page["items"]]
         return page, f"{table(rows, KAFKA_TXN_COLUMNS)}\n{page['total']} in all"
+    if resource == "consumers" and action == "retry-policy":
+        path = f"/consumers/{urllib.parse.quote(args.group, safe='')}/retry-policy"
+        if args.max_attempts is None and args.backoff is None:
+            policy = client.get(path)
+        else:
+            backoff = None if args.backoff is None else [float(step) for step in args.backoff.split(",")]
+            policy = client.put(path, {"max_attempts": args.max_attempts, "backoff_seconds": backoff})
+        steps = ", ".join(f"{step:g}" for step in policy["backoff_seconds"])
+        return policy, (
+            f"{policy['group']}: {policy['max_attempts']} deliveries at most, then {policy['dead_letter_topic']};"
+            f" backoff {steps} s"
+        )
     if resource == "consumers":
         rows = client.get("/consumers", limit=1000)["items"]
         if action == "lag":
@@ -191,6 +204,12 @@ def parser() -> argparse.ArgumentParser:
     )
     command(consumers, "offsets", help="committed offset per group, topic and queue")
     command(consumers, "lag", help="total lag per group and topic")
+    policy = command(
+        consumers, "retry-policy", help="a group's deliveries before its dead-letter topic, and backoff; set with flags"
+    )
+    policy.add_argument("group")
+    policy.add_argument("--max-attempts", type=int, help="deliveries of a message before it goes to %%DLQ%%<group>")
+    policy.add_argument("--backoff", help="seconds before each redelivery, comma-separated; the last repeats")
 
     send = command(resources, "send", help="send a normal test message")
     send.add_argument("topic")

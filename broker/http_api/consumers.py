@@ -1,11 +1,12 @@
-"""``/consumers``: committed consumer offsets and lag."""
+"""``/consumers``: committed consumer offsets and lag, and each group's retry policy."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
 from broker.http_api.context import AdminContext, admin_context
-from broker.http_api.schemas import ConsumerOut, Limit, Offset, Page
+from broker.http_api.schemas import ConsumerOut, Limit, Offset, Page, RetryPolicyIn, RetryPolicyOut
+from broker.retry import dead_letter_topic
 
 router = APIRouter(prefix="/consumers", tags=["consumers"])
 
@@ -32,3 +33,29 @@ def consumers(
             )
         )
     return Page[ConsumerOut](items=result, total=len(groups), limit=limit, offset=offset)
+
+
+@router.get("/{group}/retry-policy", response_model=RetryPolicyOut)
+async def retry_policy(group: str, context: AdminContext = Depends(admin_context)) -> RetryPolicyOut:  # noqa: B008
+    """How many times the group gets a message before it goes to its dead-letter topic, and the
+    backoff between deliveries its push consumers are told."""
+    policy = await context.messaging.retry_policy(group)
+    return RetryPolicyOut(
+        group=group,
+        max_attempts=policy.max_attempts,
+        backoff_seconds=list(policy.backoff),
+        dead_letter_topic=dead_letter_topic(group),
+    )
+
+
+@router.put("/{group}/retry-policy", response_model=RetryPolicyOut)
+async def set_retry_policy(
+    group: str,
+    policy: RetryPolicyIn,
+    context: AdminContext = Depends(admin_context),  # noqa: B008
+) -> RetryPolicyOut:
+    """Set the group's retry policy (what ``mqadmin updateSubGroup`` sets); consumers connected
+    now get it when they next send their settings."""
+    backoff = None if policy.backoff_seconds is None else tuple(policy.backoff_seconds)
+    await context.messaging.set_retry_policy(group, policy.max_attempts, backoff)
+    return await retry_policy(group, context)

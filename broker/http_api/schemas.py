@@ -67,6 +67,23 @@ class TopicCreated(TopicOut):
     created: bool
 
 
+class RetryPolicyIn(BaseModel):
+    """A consumer group's retry policy; null follows the broker's (``--max-delivery-attempts``,
+    RocketMQ's backoff of 10 s, 30 s, 1 min ... 2 h)."""
+
+    max_attempts: int | None = Field(default=None, ge=1, le=1000, description="deliveries before the dead letters")
+    backoff_seconds: list[float] | None = Field(
+        default=None, min_length=1, max_length=64, description="seconds before each redelivery; the last repeats"
+    )
+
+
+class RetryPolicyOut(BaseModel):
+    group: str
+    max_attempts: int
+    backoff_seconds: list[float]
+    dead_letter_topic: str
+
+
 class MessageIn(BaseModel):
     """A test message sent through the admin API (normal, not transactional)."""
 

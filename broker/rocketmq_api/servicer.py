@@ -187,7 +187,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
             while (command := await context.read()) is not grpc.aio.EOF:
                 if not command.HasField("settings"):
                     continue
-                settings = self._settings(command.settings)
+                settings = await self._settings(command.settings)
                 async with lock:
                     await context.write(service.TelemetryCommand(status=status(), settings=settings))
                 known = {s.producer_group for s in sessions}
@@ -290,6 +290,15 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
             return service.ChangeInvisibleDurationResponse(status=status(exc))
         return service.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            await self._messaging.forward_to_dead_letters(
+                request.group.name, request.topic.name, request.receipt_handle
+            )
+        except errors.HalfmqError as exc:
+            return service.ForwardMessageToDeadLetterQueueResponse(status=status(exc))
+        return service.ForwardMessageToDeadLetterQueueResponse(status=status())
+
     async def RecallMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             message_id = await self._messaging.recall(request.topic.name, request.recall_handle)
@@ -300,16 +309,25 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
     async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return service.NotifyClientTerminationResponse(status=status())
 
-    def _settings(self, asked: Any) -> Any:
-        """The client's settings completed with the broker's: body limit, backoff, timeout."""
+    async def _settings(self, asked: Any) -> Any:
+        """The client's settings completed with the broker's: body limit, timeout, and the retry
+        policy: a producer's for its sends, a consumer's its group's (deliveries and backoff)."""
         settings = definition.Settings()
         settings.CopyFrom(asked)
         settings.publishing.max_body_size = self._max_body_bytes
         settings.publishing.validate_message_type = True
-        settings.backoff_policy.max_attempts = 3
-        settings.backoff_policy.exponential_backoff.initial.FromMilliseconds(10)
-        settings.backoff_policy.exponential_backoff.max.FromMilliseconds(1000)
-        settings.backoff_policy.exponential_backoff.multiplier = 2.0
+        group = settings.subscription.group.name
+        if group and settings.client_type in (definition.SIMPLE_CONSUMER, definition.PUSH_CONSUMER):
+            policy = await self._messaging.retry_policy(group)
+            settings.backoff_policy.Clear()
+            settings.backoff_policy.max_attempts = policy.max_attempts
+            for step in policy.backoff:
+                settings.backoff_policy.customized_backoff.next.add().FromMilliseconds(round(step * 1000))
+        else:
+            settings.backoff_policy.max_attempts = 3
+            settings.backoff_policy.exponential_backoff.initial.FromMilliseconds(10)
+            settings.backoff_policy.exponential_backoff.max.FromMilliseconds(1000)
+            settings.backoff_policy.exponential_backoff.multiplier = 2.0
         if not settings.request_timeout.seconds:
             settings.request_timeout.seconds = 3
         if (
@@ -326,7 +344,6 @@ async def _unimplemented(self: RocketMQServicer, request: Any, context: grpc.aio
 
 # The generated base class answers with plain functions, which the asyncio server cannot run.
 for _name in (
-    "ForwardMessageToDeadLetterQueue", "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset",
-    "SyncLiteSubscription",
+    "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "SyncLiteSubscription",
 ):  # fmt: skip
     setattr(RocketMQServicer, _name, _unimplemented)

@@ -69,6 +69,10 @@ def _advance(conn: sqlite3.Connection, group: str, topic: str, queue_id: int) ->
     set_consumer_offset(conn, group, topic, queue_id, offset)
 
 
+# Moves a message delivered ``attempts`` times to the group's dead-letter topic, in the job.
+DeadLetter = Callable[[sqlite3.Connection, StoredMessage, int], None]
+
+
 def receive(
     group: str,
     topic: str,
@@ -78,9 +82,13 @@ def receive(
     now_ms: int,
     wanted: Callable[[str], bool],
     max_bytes: int,
+    max_attempts: int,
+    dead_letter: DeadLetter,
 ) -> Callable[[sqlite3.Connection], list[Delivery]]:
     """A job handing out up to ``batch`` visible messages, within ``max_bytes`` (at least one);
-    messages whose tag is not ``wanted`` count as consumed."""
+    messages whose tag is not ``wanted`` count as consumed. One delivered ``max_attempts`` times
+    already and visible again goes to ``dead_letter`` instead, and counts as consumed: the copy
+    and its leaving the group's deliveries are one write."""
 
     def work(conn: sqlite3.Connection) -> list[Delivery]:
         start = _watermark(conn, group, topic, queue_id)
@@ -103,12 +111,11 @@ def receive(
             if not wanted(tags):
                 _upsert(conn, group, topic, queue_id, offset, now_ms, attempts, seq, acked=1)
                 continue
-            message = row_to_message(
-                conn.execute(
-                    f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset = ?",
-                    (topic, queue_id, offset),
-                ).fetchone()
-            )
+            message = _message_at(conn, topic, queue_id, offset)
+            if attempts >= max_attempts:
+                dead_letter(conn, message, attempts)
+                _upsert(conn, group, topic, queue_id, offset, now_ms, attempts, seq + 1, acked=1)
+                continue
             total += message_size(message)
             if out and total > max_bytes:
                 break
@@ -118,6 +125,37 @@ def receive(
                 break
         _advance(conn, group, topic, queue_id)
         return out
+
+    return work
+
+
+def _message_at(conn: sqlite3.Connection, topic: str, queue_id: int, offset: int) -> StoredMessage:
+    return row_to_message(
+        conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE topic = ? AND queue_id = ? AND queue_offset = ?",
+            (topic, queue_id, offset),
+        ).fetchone()
+    )
+
+
+def forward(group: str, topic: str, handle: str, dead_letter: DeadLetter) -> Callable[[sqlite3.Connection], None]:
+    """A job moving the message a current receipt handle names to ``dead_letter`` now, as the
+    last of its attempts (what a client asks for a FIFO message it gave up on)."""
+
+    def work(conn: sqlite3.Connection) -> None:
+        queue_id, offset, _ = _current(conn, group, topic, handle)
+        (attempts,) = conn.execute(
+            "SELECT attempts FROM deliveries"
+            " WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset = ?",
+            (group, topic, queue_id, offset),
+        ).fetchone()
+        dead_letter(conn, _message_at(conn, topic, queue_id, offset), attempts)
+        conn.execute(
+            "UPDATE deliveries SET acked = 1, handle_seq = handle_seq + 1"
+            " WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset = ?",
+            (group, topic, queue_id, offset),
+        )
+        _advance(conn, group, topic, queue_id)
 
     return work
 

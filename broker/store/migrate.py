@@ -18,8 +18,8 @@ connection). ``PRAGMA user_version`` records the version; each migration runs on
   counts messages.
 - v7: Kafka-model transactions: ``open_ranges.transactional_id``; the ``transactional_ids`` and
   ``txn_offsets`` tables come with the DDL.
-- v8: a message type per topic (``topics.message_type``, NULL: every type); the ``delayed``
-  table comes with the DDL.
+- v8: a message type per topic (``topics.message_type``, NULL: every type); the ``delayed`` and
+  ``consumer_groups`` tables come with the DDL.
 """
 
 from __future__ import annotations

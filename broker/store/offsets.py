@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import uuid
 from collections.abc import Callable
 
+from broker.model import Message, StoredMessage, Topic
+from broker.retry import dead_letter_properties, dead_letter_topic
 from broker.store import deliveries
-from broker.store.base import StoreBase
 from broker.store.deliveries import Delivery
-from broker.store.sql import set_consumer_offset, translated
+from broker.store.logs import LogStore, message_rows
+from broker.store.sql import MessagesInsert, set_consumer_offset, translated
 
 
-class OffsetStore(StoreBase):
-    """Where each consumer group is in each queue."""
+class OffsetStore(LogStore):
+    """Where each consumer group is in each queue, and its retry policy."""
 
     async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         def work(conn: sqlite3.Connection) -> None:
@@ -32,12 +36,79 @@ class OffsetStore(StoreBase):
         now_ms: int,
         wanted: Callable[[str], bool],
         max_bytes: int,
+        max_attempts: int,
     ) -> list[Delivery]:
         """Hand out up to ``batch`` visible, unacknowledged messages of a queue to ``group``, within
-        ``max_bytes`` (at least one); ``wanted`` filters by tag."""
-        return await self._writer.run(
-            deliveries.receive(group, topic, queue_id, batch, invisible_ms, now_ms, wanted, max_bytes)
+        ``max_bytes`` (at least one); ``wanted`` filters by tag. One delivered ``max_attempts``
+        times already goes to the group's dead-letter topic instead."""
+        dead_letter, moved = self._dead_letter(group, now_ms)
+        received = await self._writer.run(
+            deliveries.receive(
+                group, topic, queue_id, batch, invisible_ms, now_ms, wanted, max_bytes, max_attempts, dead_letter
+            )
         )
+        self._known_dead_letters(moved)
+        return received
+
+    async def forward_to_dead_letters(self, group: str, topic: str, handle: str, now_ms: int) -> None:
+        """Move the delivery ``handle`` names to the group's dead-letter topic now. Raises
+        StaleReceiptHandle."""
+        dead_letter, moved = self._dead_letter(group, now_ms)
+        await self._writer.run(deliveries.forward(group, topic, handle, dead_letter))
+        self._known_dead_letters(moved)
+
+    def _dead_letter(self, group: str, now_ms: int) -> tuple[deliveries.DeadLetter, list[str]]:
+        """What moves a message to ``group``'s dead-letter topic inside a write job (creating the
+        topic, one queue, on first use), and the list it notes the topic in when it does."""
+        topic, moved = dead_letter_topic(group), []
+
+        def move(conn: sqlite3.Connection, message: StoredMessage, attempts: int) -> None:
+            conn.execute("INSERT OR IGNORE INTO topics (name, queues) VALUES (?, 1)", (topic,))
+            letter = Message(  # a new message, as in RocketMQ: its origin is in its properties
+                topic,
+                message.body,
+                uuid.uuid4().hex,
+                message.keys,
+                message.tags,
+                dead_letter_properties(message.properties, message.topic, message.message_id, attempts),
+                message.born_timestamp,
+            )
+            for refusal in self._append_rows(
+                conn, MessagesInsert(*message_rows([(letter, 0)])), now_ms
+            ).refused.values():
+                raise refusal
+            moved.append(topic)
+
+        return move, moved
+
+    def _known_dead_letters(self, topics: list[str]) -> None:
+        """Dead-letter topics a committed job created, now known to every reader of topics."""
+        for topic in topics:
+            self._topics.setdefault(topic, Topic(topic, 1))
+
+    async def set_retry_policy(self, group: str, max_attempts: int | None, backoff: tuple[float, ...] | None) -> None:
+        """Set ``group``'s retry policy; None follows the broker's."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO consumer_groups (name, max_attempts, backoff) VALUES (?, ?, ?) ON CONFLICT (name)"
+                " DO UPDATE SET max_attempts = excluded.max_attempts, backoff = excluded.backoff",
+                (group, max_attempts, None if backoff is None else json.dumps(list(backoff))),
+            )
+
+        await self._writer.run(work)
+
+    @translated
+    def retry_policy_of(self, group: str) -> tuple[int | None, tuple[float, ...] | None]:
+        """``group``'s own (max attempts, backoff), None where it follows the broker's."""
+        row = (
+            self._reader()
+            .execute("SELECT max_attempts, backoff FROM consumer_groups WHERE name = ?", (group,))
+            .fetchone()
+        )
+        if row is None:
+            return None, None
+        return row[0], None if row[1] is None else tuple(json.loads(row[1]))
 
     async def ack(self, group: str, topic: str, handle: str) -> None:
         """Acknowledge a delivery; raise StaleReceiptHandle if the handle is no longer current."""

@@ -49,6 +49,15 @@ CREATE INDEX IF NOT EXISTS delayed_due ON delayed (due_at, delay_id);
 -- A retried send of a delayed message is held once.
 CREATE UNIQUE INDEX IF NOT EXISTS delayed_id ON delayed (topic, message_id);
 
+-- A consumer group's retry policy (RocketMQ's subscription group settings); NULL follows the
+-- broker's --max-delivery-attempts, and RocketMQ's backoff.
+CREATE TABLE IF NOT EXISTS consumer_groups (
+    name TEXT PRIMARY KEY,
+    max_attempts INTEGER CHECK (max_attempts > 0),
+    -- JSON array of seconds between deliveries
+    backoff TEXT
+);
+
 -- Where retention left each queue it deleted from: offsets below ``next_offset`` were used, so
 -- a queue emptied by retention still knows its low offset and never hands out an offset again.
 CREATE TABLE IF NOT EXISTS queue_floors (

@@ -1,0 +1,117 @@
+"""Retries and dead letters per consumer group: a message is delivered at most the group's
+maximum number of times, then moved to ``%DLQ%<group>`` (a real topic, readable like any other,
+with its origin in its properties) in the same write that takes it off the group's retry path;
+official push consumers are told the group's policy and are redelivered by it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from broker.errors import StaleReceiptHandle
+from producer_sdk import Message, Producer, PullConsumer
+from tests.support import BrokerThread, broker_settings, store_snapshot
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def send_one(broker: BrokerThread, body: bytes = b"job") -> tuple[int, str]:
+    with Producer(broker=broker.address) as producer:
+        sent = producer.send(Message(topic="orders", body=body))
+    return sent.queue_id, sent.message_id
+
+
+def dead_letters(broker: BrokerThread, group: str) -> list:
+    with PullConsumer(group="audit", broker=broker.address) as consumer:
+        return consumer.pull(f"%DLQ%{group}", queue_id=0, offset=0).messages
+
+
+def test_a_message_never_acknowledged_is_delivered_the_maximum_times_then_moves_to_the_group_s_dlq(broker, clock):
+    policy = httpx.put(f"{broker.http}/consumers/workers/retry-policy", json={"max_attempts": 3})
+    assert policy.status_code == 200 and policy.json()["dead_letter_topic"] == "%DLQ%workers"
+    queue_id, message_id = send_one(broker)
+    messaging = broker.broker.messaging
+    attempts = []
+    for _ in range(3):
+        (delivery,) = broker.run(messaging.receive("workers", "orders", queue_id, 1, 30, None))
+        attempts.append(delivery.attempt)
+        clock.advance(31)  # not acknowledged: visible again
+    assert attempts == [1, 2, 3]
+    assert broker.run(messaging.receive("workers", "orders", queue_id, 1, 30, None)) == []
+    (letter,) = dead_letters(broker, "workers")
+    assert letter.body == b"job" and letter.message_id != message_id
+    assert {k: letter.properties[k] for k in ("RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "DELIVERY_ATTEMPTS")} == {
+        "RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": message_id, "DELIVERY_ATTEMPTS": "3",
+    }  # fmt: skip
+    assert broker.run(messaging.consumer_offsets("workers", "orders"))[queue_id] == 1, "off the retry path"
+    assert store_snapshot(broker.broker.store.path.parent)["deliveries"] == []
+    assert "%DLQ%workers" in [t["name"] for t in httpx.get(f"{broker.http}/topics").json()["items"]]
+    other = broker.run(messaging.receive("others", "orders", queue_id, 1, 30, None))
+    assert [d.attempt for d in other] == [1], "another group's deliveries are its own"
+
+
+def test_a_client_forwards_a_message_to_the_dlq_and_a_stale_handle_changes_nothing(broker, clock):
+    queue_id, message_id = send_one(broker)
+    messaging = broker.broker.messaging
+    (delivery,) = broker.run(messaging.receive("fifo-group", "orders", queue_id, 1, 30, None))
+    broker.run(messaging.forward_to_dead_letters("fifo-group", "orders", delivery.receipt_handle))
+    (letter,) = dead_letters(broker, "fifo-group")
+    assert (letter.properties["ORIGIN_MESSAGE_ID"], letter.properties["DELIVERY_ATTEMPTS"]) == (message_id, "1")
+    before = store_snapshot(broker.broker.store.path.parent)
+    with pytest.raises(StaleReceiptHandle):
+        broker.run(messaging.forward_to_dead_letters("fifo-group", "orders", delivery.receipt_handle))
+    assert store_snapshot(broker.broker.store.path.parent) == before
+    clock.advance(60)
+    assert broker.run(messaging.receive("fifo-group", "orders", queue_id, 1, 30, None)) == []
+
+
+def test_a_retry_policy_out_of_range_is_refused_and_the_default_is_the_broker_s(broker):
+    default = httpx.get(f"{broker.http}/consumers/g/retry-policy").json()
+    assert default["max_attempts"] == 17 and default["backoff_seconds"][:3] == [10, 30, 60]
+    before = store_snapshot(broker.broker.store.path.parent)
+    for body in ({"max_attempts": 0}, {"backoff_seconds": []}, {"backoff_seconds": [-1]}, {"max_attempts": "x"}):
+        refused = httpx.put(f"{broker.http}/consumers/g/retry-policy", json=body)
+        assert 400 <= refused.status_code < 500 and refused.json()["error"]["code"] == "INVALID_ARGUMENT", body
+    assert store_snapshot(broker.broker.store.path.parent) == before
+    cli = [sys.executable, "-m", "halfmq_cli", "--url", broker.http, "consumers", "retry-policy", "g"]
+    said = subprocess.run([*cli, "--max-attempts", "5", "--backoff", "1,2.5"], capture_output=True, text=True)
+    assert said.stdout.strip() == "g: 5 deliveries at most, then %DLQ%g; backoff 1, 2.5 s", said.stderr
+    assert httpx.get(f"{broker.http}/consumers/g/retry-policy").json()["backoff_seconds"] == [1, 2.5]
+
+
+@pytest.fixture
+def official(tmp_path):
+    pytest.importorskip("rocketmq", reason="the rocketmq extra (official RocketMQ 5 Python client) is not installed")
+    broker = BrokerThread(broker_settings(tmp_path / "data"))
+    yield broker, f"127.0.0.1:{broker.broker.rocketmq_port}", {**os.environ, "HOME": str(tmp_path / "home")}
+    broker.stop()
+
+
+def push(endpoint: str, group: str, mode: str, seconds: float, env: dict[str, str]) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.programs.rmq5_push", endpoint, group, mode, str(seconds)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=seconds + 60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [line for line in result.stdout.splitlines() if line.startswith("GOT")]
+
+
+@pytest.mark.e2e
+def test_official_push_consumers_are_redelivered_by_the_group_s_policy_then_dead_lettered(official):
+    broker, endpoint, env = official
+    for group in ("flaky", "failing"):
+        httpx.put(f"{broker.http}/consumers/{group}/retry-policy", json={"max_attempts": 4, "backoff_seconds": [0.5]})
+    send_one(broker, b"task")
+    assert push(endpoint, "flaky", "flaky", 12, env) == ["GOT task 1", "GOT task 2", "GOT task 3"]
+    assert "%DLQ%flaky" not in [t.name for t in broker.broker.messaging.topics()], "acknowledged at the third"
+    assert push(endpoint, "failing", "failing", 12, env) == [f"GOT task {n}" for n in (1, 2, 3, 4)]
+    messaging = broker.broker.messaging
+    for queue_id in range(4):  # the next receive of the group moves it, once its last backoff is over
+        broker.run(messaging.receive("failing", "orders", queue_id, 1, 1, None))
+    (letter,) = dead_letters(broker, "failing")
+    assert (letter.body, letter.properties["DELIVERY_ATTEMPTS"]) == (b"task", "4")
