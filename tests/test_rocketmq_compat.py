@@ -241,6 +241,17 @@ def test_the_nodejs_producer_commits_and_rolls_back_and_its_simple_consumer_rece
     assert "GOT" not in again
 
 
+def test_the_nodejs_producer_sends_a_delayed_message_and_recalls_another(compat, node_client):
+    broker, endpoint, env = compat
+    out, _ = node(endpoint, env, node_client, "delay").communicate(timeout=120)
+    sent = {line.split()[1]: line.split()[2] for line in out.splitlines() if line.startswith("SENT")}
+    assert f"RECALLED {sent['node-delay-recalled']}" in out.splitlines(), out
+    assert readable(broker) == [], "held until due"
+    wait_until(lambda: readable(broker) == [b"node-delay-kept"], timeout=15)
+    drained, _ = node(endpoint, env, node_client, "drain", "node-delays").communicate(timeout=180)
+    assert [line.split()[1:] for line in drained.splitlines() if line.startswith("GOT")] == [["node-delay-kept", "1"]]
+
+
 def test_a_nodejs_checker_commits_the_orphaned_transaction_of_a_killed_nodejs_producer(compat, node_client):
     broker, endpoint, env = compat
     orphan = node(endpoint, env, node_client, "orphan")

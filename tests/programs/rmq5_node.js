@@ -4,6 +4,8 @@
 //   orphan   send "node-orphan" as a half message, print ORPHANED, wait to be killed
 //   checker  answer checks with COMMIT until stdin closes
 //   drain    SimpleConsumer of GROUP: receive and ack until the queues stay empty, print GOT lines
+//   delay    send "node-delay-kept" and "node-delay-recalled" due in 4 s, recall the second, print
+//            SENT and RECALLED lines, exit
 "use strict";
 const { Producer, SimpleConsumer } = require("rocketmq-client-nodejs");
 
@@ -44,6 +46,16 @@ async function main() {
       await (commit ? transaction.commit() : transaction.rollback());
       console.log(`SENT ${body} ${receipt.messageId} ${receipt.transactionId}`);
     }
+    await producer.shutdown();
+  } else if (mode === "delay") {
+    const due = new Date(Date.now() + 4000);
+    const receipts = {};
+    for (const body of ["node-delay-kept", "node-delay-recalled"]) {
+      receipts[body] = await producer.send({ ...message(body), deliveryTimestamp: due });
+      console.log(`SENT ${body} ${receipts[body].messageId}`);
+    }
+    const recalled = await producer.recallMessage("orders", receipts["node-delay-recalled"].recallHandle);
+    console.log(`RECALLED ${recalled.messageId}`);
     await producer.shutdown();
   } else if (mode === "orphan") {
     await producer.send(message("node-orphan"), producer.beginTransaction());
