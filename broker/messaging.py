@@ -210,6 +210,16 @@ class MessagingService(PullService):
                 f"offset of {topic!r} queue {queue_id} must be between 0 and the queue's end ({high}), got {offset}"
             )
 
+    async def offset_at(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The offset of the queue's first message stored at or after ``timestamp_ms`` (broker ms),
+        its end if none was. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
+        self._check_queue(topic, queue_id)
+        found = await self._store.query(self._store.queue_offset_at, topic, queue_id, timestamp_ms)
+        if found is not None:
+            return found
+        _, high = await self._store.query(self._store.queue_range, topic, queue_id)
+        return high
+
     async def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
         check_name("consumer group", group)
         check_data_topic(topic)

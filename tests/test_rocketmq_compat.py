@@ -17,7 +17,7 @@ import grpc
 import httpx
 import pytest
 
-from producer_sdk import Message, PullConsumer, TransactionProducer
+from producer_sdk import Message, Producer, PullConsumer, TransactionProducer
 from tests.processes import BrokerProcess, consume, official
 from tests.spark_support import batch_reader
 from tests.support import (
@@ -116,13 +116,62 @@ def test_routes_answer_with_typed_statuses_and_unsupported_rpcs_are_unimplemente
         ):
             refused = stub.QueryRoute(service.QueryRouteRequest(topic=definition.Resource(name=topic)))
             assert refused.status.code == code and refused.status.message
-        for call in (
-            lambda: stub.UpdateOffset(service.UpdateOffsetRequest()),
-            lambda: list(stub.PullMessage(service.PullMessageRequest())),
-        ):
-            with pytest.raises(grpc.RpcError) as unimplemented:
-                call()
-            assert unimplemented.value.code() is grpc.StatusCode.UNIMPLEMENTED
+        with pytest.raises(grpc.RpcError) as unimplemented:
+            stub.SyncLiteSubscription(service.SyncLiteSubscriptionRequest())
+        assert unimplemented.value.code() is grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_the_pull_rpcs_read_queues_and_keep_group_offsets_as_the_native_protocol_does(compat):
+    from broker.rocketmq_api.protocol import load
+
+    definition, service, service_grpc = load()
+    broker, endpoint, _ = compat
+    with Producer(broker=broker.address) as producer:
+        sent = [producer.send(Message(topic="orders", body=f"p{n}".encode(), tags="a" if n % 2 else "b",
+                                      message_id=f"pull-{n}")) for n in range(8)]  # fmt: skip
+    queue_id = sent[0].queue_id
+    mine = [r for r in sent if r.queue_id == queue_id]
+    queue = definition.MessageQueue(topic=definition.Resource(name="orders"), id=queue_id)
+    group = definition.Resource(name="pullers")
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = service_grpc.MessagingServiceStub(channel)
+        replies = list(stub.PullMessage(service.PullMessageRequest(group=group, message_queue=queue, offset=0,
+                                                                   batch_size=32)))  # fmt: skip
+        assert replies[0].status.code == definition.OK
+        assert [r.message.system_properties.message_id for r in replies if r.HasField("message")] == [
+            r.message_id for r in mine
+        ]
+        assert replies[-1].next_offset == len(mine)
+        filtered = list(stub.PullMessage(service.PullMessageRequest(
+            group=group, message_queue=queue, offset=0, batch_size=32,
+            filter_expression=definition.FilterExpression(type=definition.TAG, expression="a"),
+        )))  # fmt: skip
+        assert all(r.message.system_properties.tag == "a" for r in filtered if r.HasField("message"))
+        assert filtered[-1].next_offset == len(mine), "the filtered ones are passed over"
+        at_end = service.PullMessageRequest(group=group, message_queue=queue, offset=len(mine),
+                                            long_polling_timeout={"nanos": 300_000_000})  # fmt: skip
+        empty = list(stub.PullMessage(at_end))
+        assert (empty[0].status.code, empty[-1].next_offset) == (definition.MESSAGE_NOT_FOUND, len(mine))
+
+        def query(policy, **fields):
+            return stub.QueryOffset(service.QueryOffsetRequest(message_queue=queue, query_offset_policy=policy,
+                                                               **fields))  # fmt: skip
+
+        assert (query(definition.BEGINNING).offset, query(definition.END).offset) == (0, len(mine))
+        assert query(definition.TIMESTAMP, timestamp={"seconds": 0}).offset == 0
+        assert query(definition.TIMESTAMP, timestamp={"seconds": 4_000_000_000}).offset == len(mine)
+        missing = stub.GetOffset(service.GetOffsetRequest(group=group, message_queue=queue))
+        assert missing.status.code == definition.OFFSET_NOT_FOUND
+        updated = stub.UpdateOffset(service.UpdateOffsetRequest(group=group, message_queue=queue, offset=2))
+        assert updated.status.code == definition.OK
+        assert stub.GetOffset(service.GetOffsetRequest(group=group, message_queue=queue)).offset == 2
+        before = store_snapshot(broker.broker.settings.data_dir)
+        beyond = stub.UpdateOffset(service.UpdateOffsetRequest(group=group, message_queue=queue, offset=10**6))
+        assert (
+            beyond.status.code == definition.BAD_REQUEST and store_snapshot(broker.broker.settings.data_dir) == before
+        )
+    with PullConsumer(group="pullers", broker=broker.address) as consumer:
+        assert consumer.committed_offsets("orders")[queue_id] == 2, "the same committed offsets as the native ones"
 
 
 def test_a_client_reaching_the_broker_through_a_remapped_port_is_routed_back_through_it(compat):

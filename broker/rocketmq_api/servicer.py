@@ -219,9 +219,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         Like RocketMQ's proxy, the request's queue only names the broker: messages come from any
         queue of the topic, starting with a different queue each time so none is starved.
         """
-        remaining = context.time_remaining()
-        budget = request.long_polling_timeout.ToMilliseconds() / 1000 or 20.0
-        deadline = time.monotonic() + min(budget, (remaining - 1.0) if remaining else budget)
+        deadline = self._deadline(request.long_polling_timeout, context)
         try:
             tags = tag_filter(request.filter_expression)
             while True:
@@ -306,6 +304,70 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
             return service.RecallMessageResponse(status=status(exc))
         return service.RecallMessageResponse(status=status(), message_id=message_id)
 
+    async def PullMessage(self, request: Any, context: grpc.aio.ServicerContext) -> None:
+        """Messages of one queue from an offset, as the native pull reads them (long polling while
+        the queue has none past it): a status, the messages that pass the filter, the next offset."""
+        topic, queue_id = request.message_queue.topic.name, request.message_queue.id
+        deadline = self._deadline(request.long_polling_timeout, context)
+        try:
+            tags = tag_filter(request.filter_expression)
+            while True:
+                pulled = await self._messaging.pull(topic, queue_id, request.offset, request.batch_size or 32)
+                if pulled.messages or time.monotonic() + _POLL >= deadline:
+                    break
+                await asyncio.sleep(_POLL)
+        except errors.HalfmqError as exc:
+            await context.write(service.PullMessageResponse(status=status(exc)))
+            return
+        if not pulled.messages:
+            empty = definition.Status(code=definition.MESSAGE_NOT_FOUND, message="no new message")
+            await context.write(service.PullMessageResponse(status=empty))
+        else:
+            await context.write(service.PullMessageResponse(status=status()))
+            for message in pulled.messages:
+                if tags is None or message.tags in tags:
+                    await context.write(service.PullMessageResponse(message=to_rocketmq(message)))
+        await context.write(service.PullMessageResponse(next_offset=pulled.next_offset))
+
+    async def QueryOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        topic, queue_id = request.message_queue.topic.name, request.message_queue.id
+        try:
+            if request.query_offset_policy == definition.TIMESTAMP:
+                offset = await self._messaging.offset_at(topic, queue_id, request.timestamp.ToMilliseconds())
+            else:
+                low, high = (await self._messaging.queue_offsets(topic))[queue_id]
+                offset = low if request.query_offset_policy == definition.BEGINNING else high
+        except errors.HalfmqError as exc:
+            return service.QueryOffsetResponse(status=status(exc))
+        except KeyError:
+            return service.QueryOffsetResponse(status=status(errors.InvalidArgument(f"no queue {queue_id}")))
+        return service.QueryOffsetResponse(status=status(), offset=offset)
+
+    async def GetOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        queue_id = request.message_queue.id
+        try:
+            committed = await self._messaging.consumer_offsets(request.group.name, request.message_queue.topic.name)
+        except errors.HalfmqError as exc:
+            return service.GetOffsetResponse(status=status(exc))
+        if queue_id not in committed:
+            missing = definition.Status(code=definition.OFFSET_NOT_FOUND, message="the group committed no offset here")
+            return service.GetOffsetResponse(status=missing)
+        return service.GetOffsetResponse(status=status(), offset=committed[queue_id])
+
+    async def UpdateOffset(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        queue = request.message_queue
+        try:
+            await self._messaging.commit_consumer_offset(request.group.name, queue.topic.name, queue.id, request.offset)
+        except errors.HalfmqError as exc:
+            return service.UpdateOffsetResponse(status=status(exc))
+        return service.UpdateOffsetResponse(status=status())
+
+    def _deadline(self, long_polling: Any, context: grpc.aio.ServicerContext) -> float:
+        """When a long poll gives up: the client's polling time (20 s if none), within its deadline."""
+        remaining = context.time_remaining()
+        budget = long_polling.ToMilliseconds() / 1000 or 20.0
+        return time.monotonic() + min(budget, (remaining - 1.0) if remaining else budget)
+
     async def NotifyClientTermination(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         return service.NotifyClientTerminationResponse(status=status())
 
@@ -343,7 +405,4 @@ async def _unimplemented(self: RocketMQServicer, request: Any, context: grpc.aio
 
 
 # The generated base class answers with plain functions, which the asyncio server cannot run.
-for _name in (
-    "PullMessage", "UpdateOffset", "GetOffset", "QueryOffset", "SyncLiteSubscription",
-):  # fmt: skip
-    setattr(RocketMQServicer, _name, _unimplemented)
+RocketMQServicer.SyncLiteSubscription = _unimplemented

@@ -21,6 +21,7 @@ CODES = {
     errors.ResolutionConflict: definition.PRECONDITION_FAILED,
     errors.BrokerClosed: definition.INTERNAL_ERROR,
     errors.StaleReceiptHandle: definition.INVALID_RECEIPT_HANDLE,
+    errors.OffsetOutOfRange: definition.ILLEGAL_OFFSET,
     errors.MessageIdInUse: definition.BAD_REQUEST,
     errors.StorageFull: definition.INTERNAL_SERVER_ERROR,
     errors.StorageFailure: definition.INTERNAL_SERVER_ERROR,

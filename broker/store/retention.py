@@ -80,6 +80,19 @@ class RetentionStore(StoreBase):
         return _first_at(self._reader(), "messages", "store_offset", "store_timestamp", cutoff_ms)
 
     @translated
+    def queue_offset_at(self, topic: str, queue_id: int, cutoff_ms: int) -> int | None:
+        """The offset of the queue's first message stored at or after ``cutoff_ms``; None if none
+        was (store offsets grow with time: one binary search, then the queue's index)."""
+        conn = self._reader()
+        bound = _first_at(conn, "messages", "store_offset", "store_timestamp", cutoff_ms)
+        row = conn.execute(
+            "SELECT queue_offset FROM messages INDEXED BY messages_position"
+            " WHERE topic = ? AND queue_id = ? AND store_offset >= ? ORDER BY queue_offset LIMIT 1",
+            (topic, queue_id, bound),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    @translated
     def oldest_stored_at(self) -> int | None:
         """When the oldest message still in the store, half messages included, was stored (broker
         milliseconds)."""
