@@ -150,12 +150,7 @@ def forward(group: str, topic: str, handle: str, dead_letter: DeadLetter) -> Cal
             (group, topic, queue_id, offset),
         ).fetchone()
         dead_letter(conn, _message_at(conn, topic, queue_id, offset), attempts)
-        conn.execute(
-            "UPDATE deliveries SET acked = 1, handle_seq = handle_seq + 1"
-            " WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset = ?",
-            (group, topic, queue_id, offset),
-        )
-        _advance(conn, group, topic, queue_id)
+        _acknowledge(conn, group, topic, queue_id, offset)
 
     return work
 
@@ -198,14 +193,18 @@ def _current(conn: sqlite3.Connection, group: str, topic: str, handle: str) -> t
 def ack(group: str, topic: str, handle: str) -> Callable[[sqlite3.Connection], None]:
     def work(conn: sqlite3.Connection) -> None:
         queue_id, offset, _ = _current(conn, group, topic, handle)
-        conn.execute(
-            "UPDATE deliveries SET acked = 1"
-            " WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset = ?",
-            (group, topic, queue_id, offset),
-        )
-        _advance(conn, group, topic, queue_id)
+        _acknowledge(conn, group, topic, queue_id, offset)
 
     return work
+
+
+def _acknowledge(conn: sqlite3.Connection, group: str, topic: str, queue_id: int, offset: int) -> None:
+    """The delivery is done with: its handle goes stale, and the group's offset moves past it if it can."""
+    conn.execute(
+        "UPDATE deliveries SET acked = 1 WHERE consumer_group = ? AND topic = ? AND queue_id = ? AND queue_offset = ?",
+        (group, topic, queue_id, offset),
+    )
+    _advance(conn, group, topic, queue_id)
 
 
 def change_invisible(group: str, topic: str, handle: str, visible_at: int) -> Callable[[sqlite3.Connection], str]:
