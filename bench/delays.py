@@ -130,8 +130,8 @@ def main() -> None:
           f" {args.pending:,} waiting")  # fmt: skip
     for name, measured in tps.items():
         held = f"{args.pending:,}" if name == "waiting" else "no"
-        print(f"shared-async, a broker with {held} delayed messages waiting: {' / '.join(f'{t:,.0f}' for t in measured)}"
-              " txn/s")  # fmt: skip
+        rates = " / ".join(f"{t:,.0f}" for t in measured)
+        print(f"shared-async, a broker with {held} delayed messages waiting: {rates} txn/s")
     ratio = statistics.mean(tps["waiting"]) / statistics.mean(tps["none"])
     print(f"ratio shared-async TPS, {args.pending:,} waiting / none: {ratio:.3f} (goal: at least 0.9)")
     print(f"delivery of {args.latency:,} delayed messages, seen by a pulling consumer after their due time:"
