@@ -47,6 +47,7 @@ def test_a_delayed_message_is_invisible_until_due_then_read_once_at_a_fresh_offs
         held = producer.send(Message(topic="orders", body=b"later", message_id="m-1", deliver_at=due))
         assert held.queue_offset == -1 and held.recall_handle
         assert producer.send(Message(topic="orders", body=b"later", message_id="m-1", deliver_at=due)) == held
+        assert broker.broker.store.delayed_by_topic() == {"orders": (1, due)}, "a retried send is held once"
         clock.advance(3599)
         broker.run(broker.broker.delays.deliver_due())
         assert bodies(broker.address) == [b"before"], "not due yet"
@@ -85,9 +86,11 @@ def test_a_recalled_delayed_message_is_never_delivered(broker, clock):
             producer.recall("payments", kept.recall_handle)  # another topic's handle
         with pytest.raises(InvalidArgument, match="malformed recall handle"):
             producer.recall("orders", "not-a-handle")
+    assert broker.broker.store.delayed_by_topic() == {"orders": (1, due)}
     clock.advance(61)
     broker.run(broker.broker.delays.deliver_due())
     assert bodies(broker.address) == [b"kept"]
+    assert broker.broker.store.delayed_by_topic() == {}
 
 
 def test_bad_delayed_sends_are_refused_and_change_nothing(tmp_path, clock):

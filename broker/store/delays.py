@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -53,7 +54,10 @@ class DelayStore(LogStore):
         ]  # fmt: skip
 
         def work(conn: sqlite3.Connection) -> list[Held]:
-            conn.executemany(_HOLD, rows)
+            for topic in {row[1] for row in rows}:
+                before = conn.total_changes
+                conn.executemany(_HOLD, [row for row in rows if row[1] == topic])
+                _count(conn, topic, conn.total_changes - before)  # a retried one is not held twice
             held = {
                 (topic, message_id): Held(topic, queue_id, message_id, delay_id, due_at)
                 for topic in {row[1] for row in rows}
@@ -79,6 +83,8 @@ class DelayStore(LogStore):
             for refused in appended.refused.values():  # its id went to a transaction meanwhile
                 log.warning("a delayed message was dropped when due: %s", refused)
             conn.execute(f"DELETE FROM delayed WHERE delay_id IN ({FROM_JSON})", (json_list([r[0] for r in due]),))
+            for topic, count in Counter(row[1] for row in due).items():
+                _count(conn, topic, -count)
             return len(due)
 
         return await self._writer.run(work)
@@ -96,6 +102,7 @@ class DelayStore(LogStore):
                     f"no delayed message of topic {topic!r} waits under this recall handle:"
                     " delivered or recalled already, or never sent"
                 )
+            _count(conn, topic, -1)
             return str(row[0])
 
         return await self._writer.run(work)
@@ -109,5 +116,17 @@ class DelayStore(LogStore):
     @translated
     def delayed_by_topic(self) -> dict[str, tuple[int, int]]:
         """Per topic with delayed messages waiting: how many, and when the first is due."""
-        rows = self._reader().execute("SELECT topic, COUNT(*), MIN(due_at) FROM delayed GROUP BY topic")
+        rows = self._reader().execute(
+            "SELECT topic, waiting, (SELECT MIN(due_at) FROM delayed d WHERE d.topic = c.topic)"
+            " FROM delayed_counts c WHERE waiting > 0"
+        )
         return {topic: (count, due) for topic, count, due in rows}
+
+
+def _count(conn: sqlite3.Connection, topic: str, change: int) -> None:
+    """Add ``change`` to the delayed messages waiting in ``topic``."""
+    conn.execute(
+        "INSERT INTO delayed_counts (topic, waiting) VALUES (?, ?)"
+        " ON CONFLICT (topic) DO UPDATE SET waiting = waiting + excluded.waiting",
+        (topic, change),
+    )

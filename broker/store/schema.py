@@ -48,6 +48,15 @@ CREATE TABLE IF NOT EXISTS delayed (
 CREATE INDEX IF NOT EXISTS delayed_due ON delayed (due_at, delay_id);
 -- A retried send of a delayed message is held once.
 CREATE UNIQUE INDEX IF NOT EXISTS delayed_id ON delayed (topic, message_id);
+-- A topic's first due time, for operators.
+CREATE INDEX IF NOT EXISTS delayed_topic_due ON delayed (topic, due_at);
+-- How many delayed messages wait per topic, kept by the writes that hold, deliver and recall
+-- them (one change per topic and write: a trigger per row made holding 3.5 times as slow):
+-- counting a million waiting rows took 0.6 s, too long for every dashboard refresh.
+CREATE TABLE IF NOT EXISTS delayed_counts (
+    topic TEXT PRIMARY KEY,
+    waiting INTEGER NOT NULL
+);
 
 -- A consumer group's retry policy (RocketMQ's subscription group settings); NULL follows the
 -- broker's --max-delivery-attempts, and RocketMQ's backoff.
