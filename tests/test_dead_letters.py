@@ -42,6 +42,8 @@ def test_a_message_never_acknowledged_is_delivered_the_maximum_times_then_moves_
         attempts.append(delivery.attempt)
         clock.advance(31)  # not acknowledged: visible again
     assert attempts == [1, 2, 3]
+    seen = httpx.get(f"{broker.http}/consumers/workers/retry-policy").json()
+    assert (seen["retrying"], seen["dead_letters"]) == (1, 0)
     assert broker.run(messaging.receive("workers", "orders", queue_id, 1, 30, None)) == []
     (letter,) = dead_letters(broker, "workers")
     assert letter.body == b"job" and letter.message_id != message_id
@@ -50,6 +52,8 @@ def test_a_message_never_acknowledged_is_delivered_the_maximum_times_then_moves_
     }  # fmt: skip
     assert broker.run(messaging.consumer_offsets("workers", "orders"))[queue_id] == 1, "off the retry path"
     assert store_snapshot(broker.broker.store.path.parent)["deliveries"] == []
+    seen = httpx.get(f"{broker.http}/consumers/workers/retry-policy").json()
+    assert (seen["retrying"], seen["dead_letters"]) == (0, 1)
     assert "%DLQ%workers" in [t["name"] for t in httpx.get(f"{broker.http}/topics").json()["items"]]
     other = broker.run(messaging.receive("others", "orders", queue_id, 1, 30, None))
     assert [d.attempt for d in other] == [1], "another group's deliveries are its own"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
+from broker.errors import TopicNotFound
 from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.schemas import ConsumerOut, Limit, Offset, Page, RetryPolicyIn, RetryPolicyOut
 from broker.retry import dead_letter_topic
@@ -37,14 +38,22 @@ def consumers(
 
 @router.get("/{group}/retry-policy", response_model=RetryPolicyOut)
 async def retry_policy(group: str, context: AdminContext = Depends(admin_context)) -> RetryPolicyOut:  # noqa: B008
-    """How many times the group gets a message before it goes to its dead-letter topic, and the
-    backoff between deliveries its push consumers are told."""
+    """How many times the group gets a message before it goes to its dead-letter topic, the
+    backoff between deliveries its push consumers are told, and where its messages are: how
+    many it is retrying, how many are in its dead-letter topic."""
     policy = await context.messaging.retry_policy(group)
+    topic = dead_letter_topic(group)
+    try:
+        dead = sum(high - low for low, high in (await context.messaging.queue_offsets(topic)).values())
+    except TopicNotFound:  # made on first use
+        dead = 0
     return RetryPolicyOut(
         group=group,
         max_attempts=policy.max_attempts,
         backoff_seconds=list(policy.backoff),
-        dead_letter_topic=dead_letter_topic(group),
+        dead_letter_topic=topic,
+        retrying=await context.store.query(context.store.retrying, group),
+        dead_letters=dead,
     )
 
 

@@ -82,6 +82,8 @@ class RetryPolicyOut(BaseModel):
     max_attempts: int
     backoff_seconds: list[float]
     dead_letter_topic: str
+    retrying: int = Field(description="messages the group got more than once and has not acknowledged yet")
+    dead_letters: int = Field(description="messages in its dead-letter topic")
 
 
 class MessageIn(BaseModel):
