@@ -117,7 +117,7 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
         steps = ", ".join(f"{step:g}" for step in policy["backoff_seconds"])
         return policy, (
             f"{policy['group']}: {policy['max_attempts']} deliveries at most, then {policy['dead_letter_topic']};"
-            f" backoff {steps} s"
+            f" backoff {steps} s; retrying {policy['retrying']}, dead letters {policy['dead_letters']}"
         )
     if resource == "consumers":
         rows = client.get("/consumers", limit=1000)["items"]
