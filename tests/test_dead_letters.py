@@ -5,16 +5,22 @@ official push consumers are told the group's policy and are redelivered by it.""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import grpc
 import httpx
 import pytest
 
 from broker.errors import StaleReceiptHandle
 from producer_sdk import Message, Producer, PullConsumer
+from tests.processes import BrokerProcess
 from tests.support import BrokerThread, broker_settings, store_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,3 +127,61 @@ def test_official_push_consumers_are_redelivered_by_the_group_s_policy_then_dead
         broker.run(messaging.receive("failing", "orders", queue_id, 1, 1, None))
     (letter,) = dead_letters(broker, "failing")
     assert (letter.body, letter.properties["DELIVERY_ATTEMPTS"]) == (b"task", "4")
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_broker_killed_while_messages_move_to_the_dlq_loses_none_and_copies_none_twice(tmp_path):
+    pytest.importorskip("rocketmq", reason="the rocketmq extra (its protocol modules) is not installed")
+    from broker.rocketmq_api.protocol import load
+
+    definition, service, service_grpc = load()
+    data = tmp_path / "data"
+    data.mkdir()
+    broker = BrokerProcess(data, "--max-delivery-attempts", "1")
+    broker.start()
+    try:
+        with Producer(broker=broker.address) as producer:
+            sent = {producer.send(Message(topic="orders", body=b"m%03d" % n)).message_id for n in range(120)}
+
+        def receive_all() -> int:
+            """One receive per queue, invisible 0.2 s and never acknowledged; how many came."""
+            got = 0
+            with grpc.insecure_channel(f"127.0.0.1:{broker.rocketmq_port}") as channel:
+                stub = service_grpc.MessagingServiceStub(channel)
+                for queue_id in range(4):
+                    request = service.ReceiveMessageRequest(
+                        group=definition.Resource(name="dying"),
+                        message_queue=definition.MessageQueue(topic=definition.Resource(name="orders"), id=queue_id),
+                        filter_expression=definition.FilterExpression(type=definition.TAG, expression="*"),
+                        batch_size=16, invisible_duration={"nanos": 200_000_000},
+                        long_polling_timeout={"nanos": 100_000_000},
+                    )  # fmt: skip
+                    got += sum(1 for r in stub.ReceiveMessage(request, timeout=10) if r.HasField("message"))
+            return got
+
+        rng = random.Random(7)
+        for _ in range(6):  # each round: deliver some, let them expire, move some, and kill the broker mid-way
+            with contextlib.suppress(grpc.RpcError):
+                receive_all()
+                time.sleep(0.3)
+                killer = threading.Timer(rng.uniform(0.0, 0.05), broker.kill)
+                killer.start()
+                receive_all()
+            killer.join()
+            broker.start()
+        letters: list = []
+        deadline = time.monotonic() + 60
+        while len(letters) < len(sent) and time.monotonic() < deadline:
+            receive_all()  # moves what was delivered once and is visible again
+            time.sleep(0.3)
+            with PullConsumer(group="audit", broker=broker.address) as consumer:
+                letters = [
+                    m
+                    for q in consumer.queue_offsets("%DLQ%dying")
+                    for m in consumer.pull("%DLQ%dying", queue_id=q, offset=0, max_messages=1024).messages
+                ]
+        origins = [m.properties["ORIGIN_MESSAGE_ID"] for m in letters]
+        assert sorted(origins) == sorted(sent), "each message moved once: none lost, none copied twice"
+    finally:
+        broker.stop()
