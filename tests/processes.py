@@ -91,3 +91,12 @@ class BrokerProcess:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def started_broker(tmp_path: Path, *args: str) -> BrokerProcess:
+    """A broker process with ``args`` on a new data directory under ``tmp_path``, serving."""
+    data = tmp_path / "data"
+    data.mkdir()
+    broker = BrokerProcess(data, *args)
+    broker.start()
+    return broker

@@ -20,7 +20,7 @@ import pytest
 
 from broker.errors import StaleReceiptHandle
 from producer_sdk import Message, Producer, PullConsumer
-from tests.processes import BrokerProcess
+from tests.processes import started_broker
 from tests.support import BrokerThread, broker_settings, store_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,16 +136,14 @@ def test_a_broker_killed_while_messages_move_to_the_dlq_loses_none_and_copies_no
     from broker.rocketmq_api.protocol import load
 
     definition, service, service_grpc = load()
-    data = tmp_path / "data"
-    data.mkdir()
-    broker = BrokerProcess(data, "--max-delivery-attempts", "1")
-    broker.start()
+    broker = started_broker(tmp_path, "--max-delivery-attempts", "1")
     try:
         with Producer(broker=broker.address) as producer:
             sent = {producer.send(Message(topic="orders", body=b"m%03d" % n)).message_id for n in range(120)}
 
-        def receive_all() -> int:
-            """One receive per queue, invisible 0.2 s and never acknowledged; how many came."""
+        def receive_all(ready: bool = False) -> int:
+            """One receive per queue, invisible 0.2 s and never acknowledged; how many came.
+            ``ready``: wait for the port (the broker just started) rather than fail."""
             got = 0
             with grpc.insecure_channel(f"127.0.0.1:{broker.rocketmq_port}") as channel:
                 stub = service_grpc.MessagingServiceStub(channel)
@@ -157,23 +155,24 @@ def test_a_broker_killed_while_messages_move_to_the_dlq_loses_none_and_copies_no
                         batch_size=16, invisible_duration={"nanos": 200_000_000},
                         long_polling_timeout={"nanos": 100_000_000},
                     )  # fmt: skip
-                    got += sum(1 for r in stub.ReceiveMessage(request, timeout=10) if r.HasField("message"))
+                    replies = stub.ReceiveMessage(request, timeout=10, wait_for_ready=ready)
+                    got += sum(1 for r in replies if r.HasField("message"))
             return got
 
         rng = random.Random(7)
         for _ in range(6):  # each round: deliver some, let them expire, move some, and kill the broker mid-way
-            with contextlib.suppress(grpc.RpcError):
-                receive_all()
-                time.sleep(0.3)
-                killer = threading.Timer(rng.uniform(0.0, 0.05), broker.kill)
-                killer.start()
+            receive_all(ready=True)
+            time.sleep(0.3)
+            killer = threading.Timer(rng.uniform(0.0, 0.05), broker.kill)
+            killer.start()
+            with contextlib.suppress(grpc.RpcError):  # the broker dies under it
                 receive_all()
             killer.join()
             broker.start()
         letters: list = []
         deadline = time.monotonic() + 60
         while len(letters) < len(sent) and time.monotonic() < deadline:
-            receive_all()  # moves what was delivered once and is visible again
+            receive_all(ready=True)  # moves what was delivered once and is visible again
             time.sleep(0.3)
             with PullConsumer(group="audit", broker=broker.address) as consumer:
                 letters = [

@@ -26,7 +26,7 @@ from producer_sdk import (
     TopicExists,
     TransactionProducer,
 )
-from tests.processes import BrokerProcess, consume, official
+from tests.processes import consume, official, started_broker
 from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot, wait_until
 
 HOUR_MS = 3_600_000
@@ -166,10 +166,7 @@ def test_a_message_delayed_an_hour_arrives_when_the_fixture_s_clock_passes_it(ha
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_delayed_messages_survive_sigkill_before_and_after_their_due_time_and_are_delivered_once(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    broker = BrokerProcess(data)
-    broker.start()
+    broker = started_broker(tmp_path)
     try:
         now = int(time.time() * 1000)
         with Producer(broker=broker.address) as producer:

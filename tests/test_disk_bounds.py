@@ -19,7 +19,7 @@ from broker.store.base import DB_FILE
 from broker.store.sql import LOG_LIMIT
 from producer_sdk import Message as SdkMessage
 from producer_sdk import Producer
-from tests.processes import BrokerProcess
+from tests.processes import started_broker
 
 KB10 = 10 * 1024
 
@@ -75,10 +75,7 @@ class Sizes(threading.Thread):
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_the_data_directory_shrinks_after_a_burst_once_retention_passed_it_while_small_sends_go_on(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    broker = BrokerProcess(data, "--retention", "2")
-    broker.start()
+    broker = started_broker(tmp_path, "--retention", "2")
     try:
         with Producer(broker=broker.address) as producer:
             began = time.monotonic()
@@ -91,7 +88,7 @@ def test_the_data_directory_shrinks_after_a_burst_once_retention_passed_it_while
                 since = time.monotonic() - last
                 if int(since) % 10 == 0:
                     producer.send(SdkMessage(topic="orders", body=b"small"))  # one small send every 10 s
-                size = directory_bytes(data)
+                size = directory_bytes(broker.data_dir)
                 if under is None:
                     assert since < 40, f"{size} bytes on disk 40 s after {sent} bytes sent"
                     under = since if size < sent // 2 else None
@@ -116,11 +113,8 @@ def documented_bound(rate_bytes: float, retention: float) -> float:
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_a_steady_load_with_retention_keeps_the_data_directory_under_the_documented_bound(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    broker = BrokerProcess(data, "--retention", str(SOAK_RETENTION))
-    broker.start()
-    sizes = Sizes(data)
+    broker = started_broker(tmp_path, "--retention", str(SOAK_RETENTION))
+    sizes = Sizes(broker.data_dir)
     sizes.start()
     try:
         with Producer(broker=broker.address) as producer:
