@@ -27,6 +27,7 @@ from broker.model import (
     check_message,
     check_name,
     check_type,
+    merged,
     queue_for,
 )
 from broker.pulls import PullService
@@ -113,24 +114,21 @@ class MessagingService(PullService):
         results: list[Placement | HalfmqError | None] = []
         placed: list[tuple[Message, int]] = []
         held: list[tuple[Message, int]] = []
+        waits: list[bool] = []  # per message that may be stored, whether it is held
         for message in messages:
             try:
                 queue_id = self._queue_of(message)
-                waits = self._delays.is_delayed(message, now_ms)
+                waits.append(self._delays.is_delayed(message, now_ms))
             except HalfmqError as exc:
                 results.append(exc)
                 continue
             results.append(None)
-            (held if waits else placed).append((message, queue_id))
-        stored: dict[str, Placement | HalfmqError] = {}
+            (held if waits[-1] else placed).append((message, queue_id))
+        stored: list[Placement | HalfmqError] = []
         if placed:
-            appended = await self._store.append_each(placed, now_ms)
-            sent = [m for m, _ in placed]
-            stored.update(zip((m.message_id for m in sent), _placements(sent, appended), strict=True))
-        if held:
-            stored.update((p.message_id, p) for p in await self._delays.hold(held, now_ms))
-        waiting = iter(m for m, result in zip(messages, results, strict=True) if result is None)
-        return [stored[next(waiting).message_id] if result is None else result for result in results]
+            stored = _placements([m for m, _ in placed], await self._store.append_each(placed, now_ms))
+        appended, holds = iter(stored), iter(await self._delays.hold(held, now_ms) if held else [])
+        return merged(results, [next(holds) if wait else next(appended) for wait in waits])
 
     async def recall(self, topic: str, recall_handle: str) -> str:
         """Cancel a delayed message of ``topic`` before it is due; return its message id. Raises
