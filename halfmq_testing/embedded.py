@@ -4,6 +4,7 @@ data directory and ``--test-controls`` on, driven through its admin API."""
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import socket
 import subprocess
@@ -22,13 +23,35 @@ from producer_sdk import PullConsumer, ReceivedMessage
 
 READY = "halfmq broker ready"
 START_TIMEOUT = 60.0
+PORTS_FROM = 20000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_handed_out: set[int] = set()
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on now, not handed out before by this process.
+
+    It is taken below the system's ephemeral range, so no outgoing connection can take it before
+    the server it is meant for binds it (a port the kernel handed out as free could be).
+    """
+    while True:
+        port = random.randrange(PORTS_FROM, _ephemeral_start())
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 class EmbeddedFaults:
