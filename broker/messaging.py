@@ -28,10 +28,11 @@ from broker.model import (
     check_name,
     check_type,
     merged,
-    queue_for,
+    queue_of,
+    type_of,
 )
 from broker.pulls import PullService
-from broker.retry import ROCKETMQ_BACKOFF, RetryPolicy
+from broker.retry import FIFO_BACKOFF, ROCKETMQ_BACKOFF, RetryPolicy
 from broker.store import Store
 from broker.store.deliveries import Delivery
 
@@ -143,8 +144,8 @@ class MessagingService(PullService):
         TopicNotFound."""
         check_message(message, self._max_body_bytes)
         topic = self._store.topic(message.topic)
-        check_type(topic, MessageType.NORMAL if message.deliver_at is None else MessageType.DELAY)
-        return queue_for(message.message_id, topic.queues)
+        check_type(topic, type_of(message))
+        return queue_of(message, topic.queues)
 
     async def send_columns(self, columns: MessageColumns) -> Appended:
         """Store a table of messages of one topic, all in one queue (as RocketMQ stores a batch;
@@ -246,21 +247,28 @@ class MessagingService(PullService):
             to_ms(self._clock()),
             (lambda tag: True) if tags is None else (lambda tag: tag in tags),
             PULL_BYTES,
-            policy.max_attempts,
+            policy,
         )
 
     async def retry_policy(self, group: str) -> RetryPolicy:
-        """``group``'s retry policy: its own, else the broker's maximum and RocketMQ's backoff."""
+        """``group``'s retry policy: its own, else the broker's maximum and the default backoff
+        (RocketMQ's for a concurrent group, a fixed second for a FIFO one)."""
         check_name("consumer group", group)
-        max_attempts, backoff = await self._store.query(self._store.retry_policy_of, group)
-        return RetryPolicy(max_attempts or self._max_delivery_attempts, backoff or ROCKETMQ_BACKOFF)
+        max_attempts, backoff, fifo = await self._store.query(self._store.retry_policy_of, group)
+        return self._policy(max_attempts, backoff, fifo)
 
-    async def set_retry_policy(self, group: str, max_attempts: int | None, backoff: tuple[float, ...] | None) -> None:
+    def _policy(self, max_attempts: int | None, backoff: tuple[float, ...] | None, fifo: bool) -> RetryPolicy:
+        default = FIFO_BACKOFF if fifo else ROCKETMQ_BACKOFF
+        return RetryPolicy(max_attempts or self._max_delivery_attempts, backoff or default, fifo)
+
+    async def set_retry_policy(
+        self, group: str, max_attempts: int | None, backoff: tuple[float, ...] | None, fifo: bool = False
+    ) -> None:
         """Set ``group``'s retry policy (what ``mqadmin updateSubGroup`` sets); None follows the
         broker's. Raises InvalidArgument."""
         check_name("consumer group", group)
-        RetryPolicy(max_attempts or self._max_delivery_attempts, backoff or ROCKETMQ_BACKOFF)  # checks both
-        await self._store.set_retry_policy(group, max_attempts, backoff)
+        self._policy(max_attempts, backoff, fifo)  # checks both
+        await self._store.set_retry_policy(group, max_attempts, backoff, fifo)
 
     async def forward_to_dead_letters(self, group: str, topic: str, receipt_handle: str) -> None:
         """Move a received message to ``group``'s dead-letter topic now. Raises StaleReceiptHandle."""

@@ -44,6 +44,10 @@ MAX_PROPERTIES = 128
 MAX_PROPERTIES_BYTES = 16 * 1024
 MAX_KEYS = 64
 RESERVED_PROPERTIES = (*SYSTEM_PROPERTIES, "TRANSACTION_CHECK_TIMES")
+# The property holding a FIFO message's message group, RocketMQ's own name for it: messages of one
+# group go to one queue, in the order they were sent.
+MESSAGE_GROUP = "__SHARDINGKEY"
+MAX_MESSAGE_GROUP = 128  # characters
 _NAME = re.compile(r"[A-Za-z0-9_%|-]{1,127}")
 _MESSAGE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _TRANSACTION_ID = re.compile(r"[0-9a-f]{32}")
@@ -216,6 +220,14 @@ def message_type_of(name: str) -> MessageType:
         raise InvalidArgument(
             f"message type must be one of {', '.join(t.value for t in MessageType)}, got {name[:40]!r}"
         ) from None
+
+
+def type_of(message: Message) -> MessageType:
+    """A message's type as sent outside a transaction: FIFO with a message group, DELAY with a
+    due time, else NORMAL."""
+    if MESSAGE_GROUP in message.properties:
+        return MessageType.FIFO
+    return MessageType.NORMAL if message.deliver_at is None else MessageType.DELAY
 
 
 def check_type(topic: Topic, sent: MessageType) -> None:
@@ -475,6 +487,11 @@ def check_message(message: Message, max_message_bytes: int) -> Message:
         raise InvalidArgument(f"properties take {properties_bytes} bytes; the limit is {MAX_PROPERTIES_BYTES}")
     if any(not key for key in properties) or set(properties) & set(RESERVED_PROPERTIES):
         raise InvalidArgument(f"property names must be non-empty and not one of {', '.join(RESERVED_PROPERTIES)}")
+    group = properties.get(MESSAGE_GROUP)
+    if group is not None and not (0 < len(group) <= MAX_MESSAGE_GROUP and group.strip()):
+        raise InvalidArgument(f"a message group is 1 to {MAX_MESSAGE_GROUP} characters, not all blank")
+    if group is not None and message.deliver_at is not None:
+        raise InvalidArgument("a FIFO message (one with a message group) cannot be delayed")
     size = message_size(message)
     if size > max_message_bytes:
         raise MessageTooLarge(
@@ -514,6 +531,12 @@ def new_transaction_id() -> str:
 def queue_for(message_id: str, queues: int) -> int:
     """The queue a message goes to: stable for a message id, spread evenly over the queues."""
     return zlib.crc32(message_id.encode()) % queues
+
+
+def queue_of(message: Message, queues: int) -> int:
+    """``queue_for`` its message group for a FIFO message (all of a group in one queue), else
+    for its id."""
+    return queue_for(message.properties.get(MESSAGE_GROUP, message.message_id), queues)
 
 
 def check_view(half: StoredMessage) -> StoredMessage:

@@ -17,6 +17,8 @@ DLQ_PREFIX = "%DLQ%"
 ORIGIN_TOPIC, ORIGIN_MESSAGE_ID, DELIVERY_ATTEMPTS = "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "DELIVERY_ATTEMPTS"
 # RocketMQ's backoff between deliveries to a concurrent group (seconds): 10 s, 30 s, 1 min ... 2 h.
 ROCKETMQ_BACKOFF = (10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+# halfmq's backoff for a FIFO group: a fixed second, the message group waiting meanwhile.
+FIFO_BACKOFF = (1.0,)
 MAX_ATTEMPTS = 1000
 MAX_BACKOFF = 24 * 3600.0  # seconds: one step of a backoff
 
@@ -24,10 +26,12 @@ MAX_BACKOFF = 24 * 3600.0  # seconds: one step of a backoff
 @dataclass(frozen=True)
 class RetryPolicy:
     """``max_attempts`` deliveries at most; ``backoff[n]`` seconds before delivery n + 2, the
-    last step repeating."""
+    last step repeating. A ``fifo`` group is handed one message of a message group at a time,
+    the next once that one is acknowledged or dead-lettered."""
 
     max_attempts: int
     backoff: tuple[float, ...] = ROCKETMQ_BACKOFF
+    fifo: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_attempts <= MAX_ATTEMPTS:

@@ -109,14 +109,17 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
         return page, f"{table(rows, KAFKA_TXN_COLUMNS)}\n{page['total']} in all"
     if resource == "consumers" and action == "retry-policy":
         path = f"/consumers/{urllib.parse.quote(args.group, safe='')}/retry-policy"
-        if args.max_attempts is None and args.backoff is None:
+        if args.max_attempts is None and args.backoff is None and args.fifo is None:
             policy = client.get(path)
         else:
             backoff = None if args.backoff is None else [float(step) for step in args.backoff.split(",")]
-            policy = client.put(path, {"max_attempts": args.max_attempts, "backoff_seconds": backoff})
+            body = {"max_attempts": args.max_attempts, "backoff_seconds": backoff, "fifo": bool(args.fifo)}
+            policy = client.put(path, body)
         steps = ", ".join(f"{step:g}" for step in policy["backoff_seconds"])
+        kind = "FIFO" if policy["fifo"] else "concurrent"
         return policy, (
-            f"{policy['group']}: {policy['max_attempts']} deliveries at most, then {policy['dead_letter_topic']};"
+            f"{policy['group']} ({kind}): {policy['max_attempts']} deliveries at most,"
+            f" then {policy['dead_letter_topic']};"
             f" backoff {steps} s; retrying {policy['retrying']}, dead letters {policy['dead_letters']}"
         )
     if resource == "consumers":
@@ -210,6 +213,11 @@ def parser() -> argparse.ArgumentParser:
     policy.add_argument("group")
     policy.add_argument("--max-attempts", type=int, help="deliveries of a message before it goes to %%DLQ%%<group>")
     policy.add_argument("--backoff", help="seconds before each redelivery, comma-separated; the last repeats")
+    policy.add_argument(
+        "--fifo",
+        action=argparse.BooleanOptionalAction,
+        help="a FIFO group gets one message of a message group at a time (--no-fifo: concurrent, the default)",
+    )
 
     send = command(resources, "send", help="send a normal test message")
     send.add_argument("topic")

@@ -17,7 +17,7 @@ from producer_sdk._batcher import Batcher
 from producer_sdk._carrier import Carrier
 from producer_sdk._retry import retryable, retrying
 from producer_sdk.errors import from_item_error
-from producer_sdk.message import Message, ReceivedMessage, SendReceipt
+from producer_sdk.message import MESSAGE_GROUP, Message, ReceivedMessage, SendReceipt
 
 TlsCa = str | os.PathLike[str] | None  # the PEM file of the CA that signed the broker's certificate
 _CHANNEL_OPTIONS = [
@@ -122,7 +122,11 @@ def message_to_pb(message: Message) -> pb.Message:
         body=message.body,
         keys=list(message.keys),
         tags=message.tags,
-        properties=dict(message.properties),
+        properties=(
+            dict(message.properties)
+            if message.message_group is None
+            else {**message.properties, MESSAGE_GROUP: message.message_group}
+        ),
         message_id=message.message_id,
         born_timestamp=int(time.time() * 1000),
         deliver_at=message.deliver_at or 0,

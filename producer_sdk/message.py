@@ -19,6 +19,9 @@ def new_message_id() -> str:
     return f"{time.time_ns():016x}{random.getrandbits(64):016x}"
 
 
+MESSAGE_GROUP = "__SHARDINGKEY"  # the property that carries a FIFO message's group
+
+
 @dataclass(frozen=True)
 class Message:
     """A message to send. ``message_id`` defaults to a fresh id; a retried send reuses it.
@@ -26,7 +29,11 @@ class Message:
 
     A delayed message: ``deliver_at`` (milliseconds since the epoch) is when the broker delivers
     it, invisible to every reader until then; ``delay`` (seconds from now) sets it for you. One
-    already due is delivered at once. Raises ValueError given both."""
+    already due is delivered at once. Raises ValueError given both.
+
+    A FIFO message: the messages of one ``message_group`` go to one queue in the order they were
+    sent, and a FIFO consumer group gets them one at a time. It travels as the property
+    ``__SHARDINGKEY``, as in RocketMQ. It cannot be delayed (ValueError)."""
 
     topic: str
     body: bytes
@@ -36,6 +43,7 @@ class Message:
     message_id: str = field(default_factory=new_message_id)
     deliver_at: int | None = None
     delay: InitVar[float | None] = None
+    message_group: str | None = None
 
     def __post_init__(self, delay: float | None) -> None:
         if isinstance(self.keys, str):  # one key, not one key per character
@@ -44,6 +52,8 @@ class Message:
             if self.deliver_at is not None:
                 raise ValueError("give deliver_at or delay, not both")
             object.__setattr__(self, "deliver_at", int((time.time() + delay) * 1000))
+        if self.message_group is not None and self.deliver_at is not None:
+            raise ValueError("a FIFO message (with a message_group) cannot be delayed")
 
 
 class LocalTransactionState(Enum):
@@ -111,6 +121,11 @@ class ReceivedMessage:
     body: bytes
     born_timestamp: int
     store_timestamp: int
+
+    @property
+    def message_group(self) -> str | None:
+        """The message group of a FIFO message, None for another."""
+        return self.properties.get(MESSAGE_GROUP)
 
 
 M = TypeVar("M")

@@ -91,7 +91,7 @@ def test_a_retry_policy_out_of_range_is_refused_and_the_default_is_the_broker_s(
     cli = [sys.executable, "-m", "halfmq_cli", "--url", broker.http, "consumers", "retry-policy", "g"]
     said = subprocess.run([*cli, "--max-attempts", "5", "--backoff", "1,2.5"], capture_output=True, text=True)
     assert said.stdout.strip() == (
-        "g: 5 deliveries at most, then %DLQ%g; backoff 1, 2.5 s; retrying 0, dead letters 0"
+        "g (concurrent): 5 deliveries at most, then %DLQ%g; backoff 1, 2.5 s; retrying 0, dead letters 0"
     ), said.stderr
     assert httpx.get(f"{broker.http}/consumers/g/retry-policy").json()["backoff_seconds"] == [1, 2.5]
 

@@ -164,3 +164,20 @@ CREATE TABLE IF NOT EXISTS open_ranges (
     opened_at INTEGER NOT NULL
 );
 """
+
+
+def test_v9_keeps_the_retry_policies_of_v8_and_makes_every_group_concurrent(tmp_path):
+    data = tmp_path / "data"
+    Store(data).close()
+    with sqlite3.connect(data / DB_FILE) as conn:  # the consumer groups as v8 made them
+        conn.execute("DROP TABLE consumer_groups")
+        conn.execute("CREATE TABLE consumer_groups (name TEXT PRIMARY KEY, max_attempts INTEGER, backoff TEXT)")
+        conn.execute("INSERT INTO consumer_groups VALUES ('workers', 3, '[1.5]')")
+        conn.execute("PRAGMA user_version = 8")
+    store = Store(data)
+    try:
+        assert store.retry_policy_of("workers") == (3, (1.5,), False)
+        assert store.retry_policy_of("others") == (None, None, False)
+    finally:
+        store.close()
+    assert pragmas(data)[0] == VERSION

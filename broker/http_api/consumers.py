@@ -51,6 +51,7 @@ async def retry_policy(group: str, context: AdminContext = Depends(admin_context
         group=group,
         max_attempts=policy.max_attempts,
         backoff_seconds=list(policy.backoff),
+        fifo=policy.fifo,
         dead_letter_topic=topic,
         retrying=await context.store.query(context.store.retrying, group),
         dead_letters=dead,
@@ -66,5 +67,5 @@ async def set_retry_policy(
     """Set the group's retry policy (what ``mqadmin updateSubGroup`` sets); consumers connected
     now get it when they next send their settings."""
     backoff = None if policy.backoff_seconds is None else tuple(policy.backoff_seconds)
-    await context.messaging.set_retry_policy(group, policy.max_attempts, backoff)
+    await context.messaging.set_retry_policy(group, policy.max_attempts, backoff, policy.fifo)
     return await retry_policy(group, context)

@@ -69,11 +69,14 @@ class TopicCreated(TopicOut):
 
 class RetryPolicyIn(BaseModel):
     """A consumer group's retry policy; null follows the broker's (``--max-delivery-attempts``,
-    RocketMQ's backoff of 10 s, 30 s, 1 min ... 2 h)."""
+    RocketMQ's backoff of 10 s, 30 s, 1 min ... 2 h, or a fixed 1 s for a FIFO group)."""
 
     max_attempts: int | None = Field(default=None, ge=1, le=1000, description="deliveries before the dead letters")
     backoff_seconds: list[float] | None = Field(
         default=None, min_length=1, max_length=64, description="seconds before each redelivery; the last repeats"
+    )
+    fifo: bool = Field(
+        default=False, description="a FIFO group gets one message of a message group at a time, in send order"
     )
 
 
@@ -81,6 +84,7 @@ class RetryPolicyOut(BaseModel):
     group: str
     max_attempts: int
     backoff_seconds: list[float]
+    fifo: bool
     dead_letter_topic: str
     retrying: int = Field(description="messages the group got more than once and has not acknowledged yet")
     dead_letters: int = Field(description="messages in its dead-letter topic")

@@ -8,7 +8,7 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from broker import errors
-from broker.model import StoredMessage
+from broker.model import MESSAGE_GROUP, StoredMessage
 from broker.rocketmq_api.protocol import load
 
 definition, _, _ = load()
@@ -26,13 +26,18 @@ def timestamp(ms: int) -> Timestamp:
 
 
 def to_rocketmq(message: StoredMessage, message_type: int | None = None, **system: Any) -> Any:
-    """A stored message as the RocketMQ 5 client expects it (with a CRC32 body digest)."""
+    """A stored message as the RocketMQ 5 client expects it (with a CRC32 body digest; a FIFO
+    message's group in its system properties)."""
+    properties = dict(message.properties)
+    message_group = properties.pop(MESSAGE_GROUP, None)
     if message_type is None:
         message_type = definition.TRANSACTION if message.transaction_id else definition.NORMAL
+        message_type = definition.FIFO if message_group is not None else message_type
     return definition.Message(
         topic=definition.Resource(name=message.topic),
-        user_properties=dict(message.properties),
+        user_properties=properties,
         system_properties=definition.SystemProperties(
+            message_group=message_group,
             tag=message.tags or None,
             keys=list(message.keys),
             message_id=message.message_id,

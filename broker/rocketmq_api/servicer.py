@@ -20,7 +20,7 @@ import grpc
 
 from broker import errors
 from broker.messaging import MessagingService
-from broker.model import Message, MessageType, Resolution, Source
+from broker.model import MESSAGE_GROUP, Message, MessageType, Resolution, Source
 from broker.rocketmq_api.convert import group_of, tag_filter, timestamp, to_rocketmq
 from broker.rocketmq_api.protocol import load
 from broker.rocketmq_api.session import TelemetrySession
@@ -40,10 +40,10 @@ MESSAGE_TYPES = {
     MessageType.DELAY: definition.DELAY,
     MessageType.TRANSACTION: definition.TRANSACTION,
 }
-# What a topic of no declared type accepts, as its route says (FIFO is not served yet).
-ACCEPTED = [definition.NORMAL, definition.DELAY, definition.TRANSACTION]
-# Sent through MessagingService.send: its message says whether it is delayed.
-SENT_AS_IS = (definition.NORMAL, definition.DELAY, definition.MESSAGE_TYPE_UNSPECIFIED)
+# What a topic of no declared type accepts, as its route says.
+ACCEPTED = list(MESSAGE_TYPES.values())
+# Sent through MessagingService.send: its message says whether it is delayed or FIFO.
+SENT_AS_IS = (definition.NORMAL, definition.FIFO, definition.DELAY, definition.MESSAGE_TYPE_UNSPECIFIED)
 
 
 class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[name-defined]
@@ -118,7 +118,10 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                 message_id=properties.message_id,
                 keys=tuple(properties.keys),
                 tags=properties.tag,
-                properties=dict(message.user_properties),
+                properties=(
+                    {**message.user_properties, MESSAGE_GROUP: properties.message_group}
+                    if properties.HasField("message_group") else dict(message.user_properties)
+                ),
                 born_timestamp=properties.born_timestamp.ToMilliseconds(),
                 deliver_at=(
                     properties.delivery_timestamp.ToMilliseconds()
@@ -148,7 +151,8 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                     )
                 else:
                     unsupported = definition.Status(
-                        code=definition.UNSUPPORTED, message="halfmq accepts NORMAL, DELAY and TRANSACTION messages"
+                        code=definition.UNSUPPORTED,
+                        message="halfmq accepts NORMAL, FIFO, DELAY and TRANSACTION messages",
                     )
                     entries.append(service.SendResultEntry(status=unsupported, message_id=properties.message_id))
             except errors.HalfmqError as exc:
@@ -381,6 +385,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         group = settings.subscription.group.name
         if group and settings.client_type in (definition.SIMPLE_CONSUMER, definition.PUSH_CONSUMER):
             policy = await self._messaging.retry_policy(group)
+            settings.subscription.fifo = policy.fifo
             settings.backoff_policy.Clear()
             settings.backoff_policy.max_attempts = policy.max_attempts
             for step in policy.backoff:

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import StaleReceiptHandle
-from broker.model import StoredMessage, message_size
+from broker.model import MESSAGE_GROUP, StoredMessage, message_size
+from broker.retry import RetryPolicy
 from broker.store.reads import queue_range_of
 from broker.store.sql import MESSAGE_COLUMNS, row_to_message, set_consumer_offset
 
@@ -82,39 +83,52 @@ def receive(
     now_ms: int,
     wanted: Callable[[str], bool],
     max_bytes: int,
-    max_attempts: int,
+    policy: RetryPolicy,
     dead_letter: DeadLetter,
 ) -> Callable[[sqlite3.Connection], list[Delivery]]:
     """A job handing out up to ``batch`` visible messages, within ``max_bytes`` (at least one);
-    messages whose tag is not ``wanted`` count as consumed. One delivered ``max_attempts`` times
-    already and visible again goes to ``dead_letter`` instead, and counts as consumed: the copy
-    and its leaving the group's deliveries are one write."""
+    messages whose tag is not ``wanted`` count as consumed. One delivered ``policy.max_attempts``
+    times already and visible again goes to ``dead_letter`` instead, and counts as consumed: the
+    copy and its leaving the group's deliveries are one write. A FIFO group gets a message group's
+    first unacknowledged message only, and none while it is in flight."""
 
     def work(conn: sqlite3.Connection) -> list[Delivery]:
         start = _watermark(conn, group, topic, queue_id)
         _, high = queue_range_of(conn, topic, queue_id)
-        # Only what the group may be handed: never delivered, or visible again and unacknowledged.
-        # The join skips in-flight and acknowledged messages in SQL, however many lie ahead.
+        # What the group may be handed: never delivered, or unacknowledged and visible again (a
+        # FIFO group also looks at those in flight: they hold their message group back). The
+        # join skips the others in SQL, however many lie ahead.
         candidates = conn.execute(
-            "SELECT m.queue_offset, m.tags, d.attempts, d.handle_seq FROM messages m LEFT JOIN deliveries d"
+            "SELECT m.queue_offset, m.tags, d.attempts, d.handle_seq, d.visible_at,"
+            f" json_extract(m.properties, '$.{MESSAGE_GROUP}') FROM messages m LEFT JOIN deliveries d"
             " ON d.consumer_group = ? AND d.topic = m.topic AND d.queue_id = m.queue_id"
             " AND d.queue_offset = m.queue_offset"
             " WHERE m.topic = ? AND m.queue_id = ? AND m.queue_offset >= ? AND m.queue_offset < ?"
-            " AND (d.queue_offset IS NULL OR (d.acked = 0 AND d.visible_at <= ?))"
+            " AND (d.queue_offset IS NULL OR (d.acked = 0 AND (? OR d.visible_at <= ?)))"
             " ORDER BY m.queue_offset LIMIT ?",
-            (group, topic, queue_id, start, high, now_ms, SCAN_LIMIT),
+            (group, topic, queue_id, start, high, policy.fifo, now_ms, SCAN_LIMIT),
         ).fetchall()
         out: list[Delivery] = []
         total = 0
-        for offset, tags, attempts, seq in candidates:
+        held: set[str] = set()  # message groups whose first unacknowledged message came up
+        for offset, tags, attempts, seq, visible_at, message_group in candidates:
+            ordered = policy.fifo and message_group is not None
+            if ordered and message_group in held:
+                continue
+            if ordered:
+                held.add(message_group)
+            if visible_at is not None and visible_at > now_ms:  # in flight (a FIFO group's)
+                continue
             attempts, seq = attempts or 0, seq or 0
             if not wanted(tags):
                 _upsert(conn, group, topic, queue_id, offset, now_ms, attempts, seq, acked=1)
+                held.discard(message_group)
                 continue
             message = _message_at(conn, topic, queue_id, offset)
-            if attempts >= max_attempts:
+            if attempts >= policy.max_attempts:
                 dead_letter(conn, message, attempts)
                 _upsert(conn, group, topic, queue_id, offset, now_ms, attempts, seq + 1, acked=1)
+                held.discard(message_group)
                 continue
             total += message_size(message)
             if out and total > max_bytes:

@@ -20,6 +20,7 @@ connection). ``PRAGMA user_version`` records the version; each migration runs on
   ``txn_offsets`` tables come with the DDL.
 - v8: a message type per topic (``topics.message_type``, NULL: every type); the ``delayed`` and
   ``consumer_groups`` tables come with the DDL.
+- v9: FIFO consumer groups (``consumer_groups.fifo``).
 """
 
 from __future__ import annotations
@@ -120,6 +121,12 @@ def _message_types(db: sqlite_utils.Database) -> None:
     db["topics"].add_column("message_type", str)  # type: ignore[union-attr]
 
 
+def _fifo_groups(db: sqlite_utils.Database) -> None:
+    groups = db["consumer_groups"]
+    if groups.exists() and "fifo" not in groups.columns_dict:
+        db.conn.execute("ALTER TABLE consumer_groups ADD COLUMN fifo INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     2: lambda db: _incremental_vacuum(db.conn),
     3: _topic_retention,
@@ -128,6 +135,7 @@ MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     6: _open_ranges,
     7: _transactional_ids,
     8: _message_types,
+    9: _fifo_groups,
 }
 
 

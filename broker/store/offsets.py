@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 
 from broker.model import Message, StoredMessage, Topic
-from broker.retry import dead_letter_properties, dead_letter_topic
+from broker.retry import RetryPolicy, dead_letter_properties, dead_letter_topic
 from broker.store import deliveries
 from broker.store.deliveries import Delivery
 from broker.store.logs import LogStore, message_rows
@@ -36,15 +36,16 @@ class OffsetStore(LogStore):
         now_ms: int,
         wanted: Callable[[str], bool],
         max_bytes: int,
-        max_attempts: int,
+        policy: RetryPolicy,
     ) -> list[Delivery]:
         """Hand out up to ``batch`` visible, unacknowledged messages of a queue to ``group``, within
-        ``max_bytes`` (at least one); ``wanted`` filters by tag. One delivered ``max_attempts``
-        times already goes to the group's dead-letter topic instead."""
+        ``max_bytes`` (at least one); ``wanted`` filters by tag. One delivered the policy's
+        maximum times already goes to the group's dead-letter topic instead; a FIFO group gets
+        one message of a message group at a time."""
         dead_letter, moved = self._dead_letter(group, now_ms)
         received = await self._writer.run(
             deliveries.receive(
-                group, topic, queue_id, batch, invisible_ms, now_ms, wanted, max_bytes, max_attempts, dead_letter
+                group, topic, queue_id, batch, invisible_ms, now_ms, wanted, max_bytes, policy, dead_letter
             )
         )
         self._known_dead_letters(moved)
@@ -86,29 +87,33 @@ class OffsetStore(LogStore):
         for topic in topics:
             self._topics.setdefault(topic, Topic(topic, 1))
 
-    async def set_retry_policy(self, group: str, max_attempts: int | None, backoff: tuple[float, ...] | None) -> None:
+    async def set_retry_policy(
+        self, group: str, max_attempts: int | None, backoff: tuple[float, ...] | None, fifo: bool
+    ) -> None:
         """Set ``group``'s retry policy; None follows the broker's."""
 
         def work(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO consumer_groups (name, max_attempts, backoff) VALUES (?, ?, ?) ON CONFLICT (name)"
-                " DO UPDATE SET max_attempts = excluded.max_attempts, backoff = excluded.backoff",
-                (group, max_attempts, None if backoff is None else json.dumps(list(backoff))),
+                "INSERT INTO consumer_groups (name, max_attempts, backoff, fifo) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET max_attempts = excluded.max_attempts,"
+                " backoff = excluded.backoff, fifo = excluded.fifo",
+                (group, max_attempts, None if backoff is None else json.dumps(list(backoff)), fifo),
             )
 
         await self._writer.run(work)
 
     @translated
-    def retry_policy_of(self, group: str) -> tuple[int | None, tuple[float, ...] | None]:
-        """``group``'s own (max attempts, backoff), None where it follows the broker's."""
+    def retry_policy_of(self, group: str) -> tuple[int | None, tuple[float, ...] | None, bool]:
+        """``group``'s own (max attempts, backoff), None where it follows the broker's, and
+        whether it is a FIFO group."""
         row = (
             self._reader()
-            .execute("SELECT max_attempts, backoff FROM consumer_groups WHERE name = ?", (group,))
+            .execute("SELECT max_attempts, backoff, fifo FROM consumer_groups WHERE name = ?", (group,))
             .fetchone()
         )
         if row is None:
-            return None, None
-        return row[0], None if row[1] is None else tuple(json.loads(row[1]))
+            return None, None, False
+        return row[0], None if row[1] is None else tuple(json.loads(row[1])), bool(row[2])
 
     @translated
     def retrying(self, group: str) -> int:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-VERSION = 8
+VERSION = 9
 
 # The half message's columns of a ``transactions`` row. Its properties are the producer's only:
 # the broker's (REAL_TOPIC and the rest) are the row's other columns. Defaults so that v5's
@@ -64,7 +64,9 @@ CREATE TABLE IF NOT EXISTS consumer_groups (
     name TEXT PRIMARY KEY,
     max_attempts INTEGER CHECK (max_attempts > 0),
     -- JSON array of seconds between deliveries
-    backoff TEXT
+    backoff TEXT,
+    -- 1: a FIFO group, handed one message of a message group at a time
+    fifo INTEGER NOT NULL DEFAULT 0
 );
 
 -- Where retention left each queue it deleted from: offsets below ``next_offset`` were used, so

@@ -28,6 +28,7 @@ from broker.model import (
     new_transaction_id,
     queue_for,
     single,
+    type_of,
 )
 from broker.store import Store
 
@@ -59,8 +60,8 @@ class TransactionService:
             try:
                 check_message(message, self._max_body_bytes)
                 check_name("producer group", producer_group)
-                if message.deliver_at is not None:
-                    raise InvalidArgument("a transactional message cannot be delayed")
+                if type_of(message) is not MessageType.NORMAL:
+                    raise InvalidArgument("a transactional message cannot be delayed nor have a message group")
                 topic = self._store.topic(message.topic)
                 check_type(topic, MessageType.TRANSACTION)
                 queues = topic.queues
