@@ -56,6 +56,7 @@ class Broker:
         self.metrics.watch_open_transactions(self.store.open_txn_count)
         self.metrics.watch_store(self.store.usage, self.store.low_offsets)
         self.metrics.watch_delayed(self.store.delayed_by_topic)
+        self.metrics.watch_retries(self.store.retry_counts)
         self.registry = ProducerRegistry()
         self.packer = Packer(self.store, segment_to_pb, metrics=self.metrics)
         self.delays = DelayService(self.store, max_delay=settings.max_delay, clock=self.clock)

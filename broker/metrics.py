@@ -103,6 +103,10 @@ class Metrics:
         """Read the delayed messages waiting per topic, and when the first is due, at each scrape."""
         self.registry.register(_Delayed(delayed_by_topic))
 
+    def watch_retries(self, retry_counts: Callable[[], dict[str, tuple[int, int]]]) -> None:
+        """Read each consumer group's retrying and dead-lettered messages at each scrape."""
+        self.registry.register(_Retries(retry_counts))
+
     def retention_deleted(self, messages: int, transactions: int) -> None:
         self._deleted.labels("messages").inc(messages)
         self._deleted.labels("transactions").inc(transactions)
@@ -174,3 +178,25 @@ class _Delayed(Collector):
             due.add_metric([topic], next_due / 1000)
         yield waiting
         yield due
+
+
+class _Retries(Collector):
+    """``halfmq_consumer_retrying_messages{group}`` and ``halfmq_dead_letter_messages{group}``."""
+
+    def __init__(self, retry_counts: Callable[[], dict[str, tuple[int, int]]]) -> None:
+        self._retry_counts = retry_counts
+
+    def collect(self) -> Iterator[Metric]:
+        retrying = GaugeMetricFamily(
+            "halfmq_consumer_retrying_messages",
+            "Messages a consumer group got more than once and has not acknowledged",
+            labels=["group"],
+        )
+        dead = GaugeMetricFamily(
+            "halfmq_dead_letter_messages", "Messages in the group's dead-letter topic %DLQ%<group>", labels=["group"]
+        )
+        for group, (count, letters) in sorted(self._retry_counts().items()):
+            retrying.add_metric([group], count)
+            dead.add_metric([group], letters)
+        yield retrying
+        yield dead

@@ -113,7 +113,8 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
             policy = client.get(path)
         else:
             backoff = None if args.backoff is None else [float(step) for step in args.backoff.split(",")]
-            body = {"max_attempts": args.max_attempts, "backoff_seconds": backoff, "fifo": bool(args.fifo)}
+            fifo = client.get(path)["fifo"] if args.fifo is None else args.fifo  # kept unless given
+            body = {"max_attempts": args.max_attempts, "backoff_seconds": backoff, "fifo": fifo}
             policy = client.put(path, body)
         steps = ", ".join(f"{step:g}" for step in policy["backoff_seconds"])
         kind = "FIFO" if policy["fifo"] else "concurrent"

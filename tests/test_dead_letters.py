@@ -50,6 +50,7 @@ def test_a_message_never_acknowledged_is_delivered_the_maximum_times_then_moves_
     assert attempts == [1, 2, 3]
     seen = httpx.get(f"{broker.http}/consumers/workers/retry-policy").json()
     assert (seen["retrying"], seen["dead_letters"]) == (1, 0)
+    assert 'halfmq_consumer_retrying_messages{group="workers"} 1.0' in httpx.get(f"{broker.http}/metrics").text
     assert broker.run(messaging.receive("workers", "orders", queue_id, 1, 30, None)) == []
     (letter,) = dead_letters(broker, "workers")
     assert letter.body == b"job" and letter.message_id != message_id
@@ -60,6 +61,9 @@ def test_a_message_never_acknowledged_is_delivered_the_maximum_times_then_moves_
     assert store_snapshot(broker.broker.store.path.parent)["deliveries"] == []
     seen = httpx.get(f"{broker.http}/consumers/workers/retry-policy").json()
     assert (seen["retrying"], seen["dead_letters"]) == (0, 1)
+    metrics = httpx.get(f"{broker.http}/metrics").text
+    assert 'halfmq_dead_letter_messages{group="workers"} 1.0' in metrics
+    assert 'halfmq_consumer_retrying_messages{group="workers"} 0.0' in metrics, "nothing left to retry"
     assert "%DLQ%workers" in [t["name"] for t in httpx.get(f"{broker.http}/topics").json()["items"]]
     other = broker.run(messaging.receive("others", "orders", queue_id, 1, 30, None))
     assert [d.attempt for d in other] == [1], "another group's deliveries are its own"
@@ -94,6 +98,10 @@ def test_a_retry_policy_out_of_range_is_refused_and_the_default_is_the_broker_s(
         "g (concurrent): 5 deliveries at most, then %DLQ%g; backoff 1, 2.5 s; retrying 0, dead letters 0"
     ), said.stderr
     assert httpx.get(f"{broker.http}/consumers/g/retry-policy").json()["backoff_seconds"] == [1, 2.5]
+    fifo = subprocess.run([*cli, "--fifo"], capture_output=True, text=True)
+    assert fifo.stdout.startswith("g (FIFO): 17 deliveries at most, then %DLQ%g; backoff 1 s;"), fifo.stderr
+    kept = subprocess.run([*cli, "--max-attempts", "3"], capture_output=True, text=True)
+    assert kept.stdout.startswith("g (FIFO): 3 deliveries at most"), "FIFO is kept unless --no-fifo is given"
 
 
 @pytest.fixture

@@ -4,15 +4,23 @@ acknowledged or dead-lettered; a concurrent group reads the same messages all at
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import httpx
 import pytest
 
+from broker.config import Topic
 from broker.errors import InvalidArgument, MessageTypeMismatch
 from broker.model import Message as CoreMessage
 from broker.model import MessageType
 from producer_sdk import Message, Producer, PullConsumer
 from producer_sdk.errors import MessageTypeMismatch as SdkTypeMismatch
-from tests.support import BrokerThread, store_snapshot
+from tests.support import BrokerThread, broker_settings, store_snapshot
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def send_groups(broker: BrokerThread, groups: dict[str, int]) -> None:
@@ -130,3 +138,62 @@ def test_fifo_sends_are_checked_against_the_topic_s_type_and_refused_with_a_dela
     assert store_snapshot(broker.broker.store.path.parent) == before
     with Producer(broker=broker.address) as producer:
         assert producer.send(Message(topic="ordered-only", body=b"ok", message_group="g")).queue_offset == 0
+
+
+@pytest.fixture
+def official(tmp_path):
+    pytest.importorskip("rocketmq", reason="the rocketmq extra (official RocketMQ 5 Python client) is not installed")
+    broker = BrokerThread(broker_settings(tmp_path / "data", topics=(Topic("orders", 4), Topic("line", 2))))
+    yield broker, f"127.0.0.1:{broker.broker.rocketmq_port}", {**os.environ, "HOME": str(tmp_path / "home")}
+    broker.stop()
+
+
+def fifo_program(endpoint: str, env: dict[str, str], *args: str, timeout: float = 120) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.programs.rmq5_fifo", endpoint, *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.splitlines()
+
+
+def in_send_order(lines: list[str], groups: str, count: int) -> None:
+    got = [line.split()[1] for line in lines if line.startswith("GOT")]
+    for group in groups.split(","):
+        assert [b for b in got if b[0] == group] == [f"{group}{n}" for n in range(1, count + 1)], got
+
+
+@pytest.mark.e2e
+def test_official_fifo_producer_and_consumers_keep_each_message_group_in_order_one_at_a_time(official):
+    broker, endpoint, env = official
+    sent = fifo_program(endpoint, env, "send", "a,b,c", "4")
+    assert len([line for line in sent if line.startswith("SENT")]) == 12
+    with PullConsumer(group="audit", broker=broker.address) as consumer:
+        stored = [m for q in range(2) for m in consumer.pull("line", queue_id=q, offset=0).messages]
+    assert {m.message_group for m in stored} == {"a", "b", "c"}
+    for group in "abc":
+        assert len({m.queue_id for m in stored if m.message_group == group}) == 1, "one queue per message group"
+    for group in ("simple-fifo", "push-fifo"):
+        set_fifo(broker, group)
+    simple = fifo_program(endpoint, env, "simple", "simple-fifo")
+    assert not [line for line in simple if line.startswith("OVERLAP")], simple
+    in_send_order(simple, "a,b,c", 4)
+    pushed = fifo_program(endpoint, env, "push", "push-fifo", "ok", "10")
+    assert not [line for line in pushed if line.startswith("OVERLAP")], pushed
+    in_send_order(pushed, "a,b,c", 4)
+    concurrent = fifo_program(endpoint, env, "simple", "concurrent")
+    assert [line for line in concurrent if line.startswith("OVERLAP")], "a concurrent group reads groups at once"
+
+
+@pytest.mark.e2e
+def test_an_official_fifo_push_consumer_that_always_fails_retries_then_dead_letters_in_order(official):
+    broker, endpoint, env = official
+    fifo_program(endpoint, env, "send", "a", "2")
+    set_fifo(broker, "failing-fifo", max_attempts=3, backoff_seconds=[0.2])
+    pushed = fifo_program(endpoint, env, "push", "failing-fifo", "failing", "10")
+    # Told the group is FIFO, the client retries each message itself (its delivery attempt stays 1),
+    # then forwards it to the dead letters, which lets the next one of its group through.
+    assert [line for line in pushed if line.startswith("GOT")] == ["GOT a1 1"] * 3 + ["GOT a2 1"] * 3
+    with PullConsumer(group="audit", broker=broker.address) as consumer:
+        letters = consumer.pull("%DLQ%failing-fifo", queue_id=0, offset=0).messages
+    assert [m.body for m in letters] == [b"a1", b"a2"]

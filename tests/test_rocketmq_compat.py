@@ -107,7 +107,7 @@ def test_routes_answer_with_typed_statuses_and_unsupported_rpcs_are_unimplemente
         queue = route.message_queues[0]
         assert (queue.permission, list(queue.accept_message_types)) == (
             definition.READ_WRITE,
-            [definition.NORMAL, definition.DELAY, definition.TRANSACTION],
+            [definition.NORMAL, definition.FIFO, definition.DELAY, definition.TRANSACTION],
         )
         assert queue.broker.endpoints.addresses[0].port == broker.broker.rocketmq_port
         for topic, code in (
@@ -301,6 +301,20 @@ def test_the_nodejs_producer_sends_a_delayed_message_and_recalls_another(compat,
     assert [line.split()[1:] for line in drained.splitlines() if line.startswith("GOT")] == [["node-delay-kept", "1"]]
 
 
+def test_the_nodejs_fifo_producer_and_simple_consumer_keep_each_message_group_in_order(compat, node_client):
+    broker, endpoint, env = compat
+    out, _ = node(endpoint, env, node_client, "fifo").communicate(timeout=120)
+    assert len([line for line in out.splitlines() if line.startswith("SENT")]) == 6, out
+    httpx.put(f"{broker.http}/consumers/node-fifo/retry-policy", json={"fifo": True}).raise_for_status()
+    drained, _ = node(endpoint, env, node_client, "fifo-drain", "node-fifo").communicate(timeout=180)
+    got = [line.split()[1:] for line in drained.splitlines() if line.startswith("GOT")]
+    for group in "ab":
+        mine = [(body, attempt) for body, attempt, _ in got if body[0] == group]
+        assert mine == [(f"{group}{n}", "1") for n in (1, 2, 3)], got
+    rounds = Counter((round_, body[0]) for body, _, round_ in got)
+    assert max(rounds.values()) == 1, f"two messages of one group in one receive: {got}"
+
+
 def test_a_nodejs_checker_commits_the_orphaned_transaction_of_a_killed_nodejs_producer(compat, node_client):
     broker, endpoint, env = compat
     orphan = node(endpoint, env, node_client, "orphan")
@@ -404,7 +418,8 @@ def test_sends_are_idempotent_by_message_id_and_bad_ones_get_typed_statuses(comp
         for msg, code in (
             (message("nope", b"x", definition.NORMAL, "a1"), definition.TOPIC_NOT_FOUND),
             (message("orders", b"x" * (5 * 1024 * 1024), definition.NORMAL, "a2"), definition.MESSAGE_BODY_TOO_LARGE),
-            (message("orders", b"x", definition.FIFO, "a3"), definition.UNSUPPORTED),
+            (message("orders", b"x", definition.FIFO, "a3"), definition.ILLEGAL_MESSAGE_GROUP),
+            (message("orders", b"x", definition.PRIORITY, "a5"), definition.UNSUPPORTED),
             (message("RMQ_SYS_TRANS_OP_HALF_TOPIC", b"x", definition.NORMAL, "a4"), definition.ILLEGAL_TOPIC),
         ):
             reply = stub.SendMessage(service.SendMessageRequest(messages=[msg]))

@@ -139,6 +139,11 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                             offset=txn.half_offset,
                         )
                     )
+                elif properties.message_type == definition.FIFO and not properties.HasField("message_group"):
+                    no_group = definition.Status(
+                        code=definition.ILLEGAL_MESSAGE_GROUP, message="a FIFO message needs a message group"
+                    )
+                    entries.append(service.SendResultEntry(status=no_group, message_id=properties.message_id))
                 elif properties.message_type in SENT_AS_IS:
                     (stored,) = await self._messaging.send([core])
                     entries.append(
@@ -380,8 +385,10 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         policy: a producer's for its sends, a consumer's its group's (deliveries and backoff)."""
         settings = definition.Settings()
         settings.CopyFrom(asked)
-        settings.publishing.max_body_size = self._max_body_bytes
-        settings.publishing.validate_message_type = True
+        # publishing and subscription are one of a kind: setting one clears the other.
+        if settings.client_type == definition.PRODUCER:
+            settings.publishing.max_body_size = self._max_body_bytes
+            settings.publishing.validate_message_type = True
         group = settings.subscription.group.name
         if group and settings.client_type in (definition.SIMPLE_CONSUMER, definition.PUSH_CONSUMER):
             policy = await self._messaging.retry_policy(group)

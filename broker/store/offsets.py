@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 
 from broker.model import Message, StoredMessage, Topic
-from broker.retry import RetryPolicy, dead_letter_properties, dead_letter_topic
+from broker.retry import DLQ_PREFIX, RetryPolicy, dead_letter_properties, dead_letter_topic
 from broker.store import deliveries
 from broker.store.deliveries import Delivery
 from broker.store.logs import LogStore, message_rows
@@ -114,6 +114,20 @@ class OffsetStore(LogStore):
         if row is None:
             return None, None, False
         return row[0], None if row[1] is None else tuple(json.loads(row[1])), bool(row[2])
+
+    @translated
+    def retry_counts(self) -> dict[str, tuple[int, int]]:
+        """Per consumer group: how many messages it is retrying, how many are in its dead-letter topic."""
+        rows = self._reader().execute(
+            "SELECT consumer_group, COUNT(*) FROM deliveries WHERE acked = 0 AND attempts > 1 GROUP BY consumer_group"
+        )
+        counts = {group: (int(n), 0) for group, n in rows}
+        for topic in self.topics():
+            if topic.name.startswith(DLQ_PREFIX):
+                low, high = self.queue_range(topic.name, 0)
+                group = topic.name.removeprefix(DLQ_PREFIX)
+                counts[group] = (counts.get(group, (0, 0))[0], high - low)
+        return counts
 
     @translated
     def retrying(self, group: str) -> int:

@@ -6,6 +6,9 @@
 //   drain    SimpleConsumer of GROUP: receive and ack until the queues stay empty, print GOT lines
 //   delay    send "node-delay-kept" and "node-delay-recalled" due in 4 s, recall the second, print
 //            SENT and RECALLED lines, exit
+//   fifo     send a1 b1 a2 b2 a3 b3 with message groups a and b, print SENT lines, exit
+//   fifo-drain  SimpleConsumer of GROUP: receive and ack until the queues stay empty, print
+//            "GOT body attempt round" lines (round: the receive that brought it)
 "use strict";
 const { Producer, SimpleConsumer } = require("rocketmq-client-nodejs");
 
@@ -19,17 +22,18 @@ const checker = {
 };
 
 async function main() {
-  if (mode === "drain") {
+  if (mode === "drain" || mode === "fifo-drain") {
     const consumer = new SimpleConsumer({
       endpoints: endpoint, consumerGroup: group, subscriptions: new Map().set("orders", "*"), awaitDuration: 1000,
     });
     await consumer.startup();
     let empty = 0;
-    while (empty < 8) {
+    for (let round = 0; empty < 8; round++) {
       const messages = await consumer.receive(16, 15000);
       empty = messages.length ? 0 : empty + 1;
       for (const message of messages) {
-        console.log(`GOT ${message.body.toString()} ${message.deliveryAttempt}`);
+        const seen = mode === "fifo-drain" ? ` ${round}` : "";
+        console.log(`GOT ${message.body.toString()} ${message.deliveryAttempt}${seen}`);
         await consumer.ack(message);
       }
     }
@@ -56,6 +60,14 @@ async function main() {
     }
     const recalled = await producer.recallMessage("orders", receipts["node-delay-recalled"].recallHandle);
     console.log(`RECALLED ${recalled.messageId}`);
+    await producer.shutdown();
+  } else if (mode === "fifo") {
+    for (const n of [1, 2, 3]) {
+      for (const messageGroup of ["a", "b"]) {
+        const receipt = await producer.send({ ...message(`${messageGroup}${n}`), messageGroup });
+        console.log(`SENT ${messageGroup}${n} ${receipt.messageId}`);
+      }
+    }
     await producer.shutdown();
   } else if (mode === "orphan") {
     await producer.send(message("node-orphan"), producer.beginTransaction());
