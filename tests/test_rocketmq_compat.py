@@ -315,6 +315,41 @@ def test_the_nodejs_fifo_producer_and_simple_consumer_keep_each_message_group_in
     assert max(rounds.values()) == 1, f"two messages of one group in one receive: {got}"
 
 
+def test_nodejs_push_consumers_are_redelivered_by_the_group_s_policy_then_dead_lettered(compat, node_client):
+    broker, endpoint, env = compat
+    for group in ("node-flaky", "node-failing"):
+        policy = {"max_attempts": 4, "backoff_seconds": [0.5]}
+        httpx.put(f"{broker.http}/consumers/{group}/retry-policy", json=policy).raise_for_status()
+    with Producer(broker=broker.address) as producer:
+        producer.send(Message(topic="orders", body=b"task"))
+
+    def pushed(group: str, behaviour: str) -> list[str]:
+        out, _ = node(endpoint, env, node_client, "push", group, behaviour, "12").communicate(timeout=120)
+        return [line for line in out.splitlines() if line.startswith("GOT")]
+
+    assert pushed("node-flaky", "flaky") == ["GOT task 1", "GOT task 2", "GOT task 3"]
+    assert pushed("node-failing", "failing") == [f"GOT task {n}" for n in (1, 2, 3, 4)]
+    for queue_id in range(4):  # the group's next receive moves it, its last backoff over
+        broker.run(broker.broker.messaging.receive("node-failing", "orders", queue_id, 1, 1, None))
+    with PullConsumer(group="audit", broker=broker.address) as consumer:
+        (letter,) = consumer.pull("%DLQ%node-failing", queue_id=0, offset=0).messages
+    assert (letter.body, letter.properties["DELIVERY_ATTEMPTS"]) == (b"task", "4")
+    assert "%DLQ%node-flaky" not in [t.name for t in broker.broker.messaging.topics()]
+
+
+def test_an_official_simple_consumer_that_never_acks_gets_a_message_the_maximum_times_then_it_is_dead_lettered(
+    compat,
+):
+    broker, endpoint, env = compat
+    httpx.put(f"{broker.http}/consumers/forgetful/retry-policy", json={"max_attempts": 3}).raise_for_status()
+    with Producer(broker=broker.address) as producer:
+        producer.send(Message(topic="orders", body=b"job"))
+    assert consume(endpoint, "forgetful", "never-ack", env) == ["GOT job 1", "GOT job 2", "GOT job 3"]
+    with PullConsumer(group="audit", broker=broker.address) as consumer:
+        (letter,) = consumer.pull("%DLQ%forgetful", queue_id=0, offset=0).messages
+    assert (letter.body, letter.properties["DELIVERY_ATTEMPTS"]) == (b"job", "3")
+
+
 def test_a_nodejs_checker_commits_the_orphaned_transaction_of_a_killed_nodejs_producer(compat, node_client):
     broker, endpoint, env = compat
     orphan = node(endpoint, env, node_client, "orphan")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -26,8 +26,10 @@ def timestamp(ms: int) -> Timestamp:
 
 
 def to_rocketmq(message: StoredMessage, message_type: int | None = None, **system: Any) -> Any:
-    """A stored message as the RocketMQ 5 client expects it (with a CRC32 body digest; a FIFO
-    message's group in its system properties)."""
+    """A stored message as the RocketMQ 5 clients expect it: a FIFO message's group in its system
+    properties, an MD5 body digest (the official clients write a CRC32 each their own way, the
+    Python client in hex and the Node.js one in decimal, and drop a message whose digest they
+    read as wrong; they agree on MD5)."""
     properties = dict(message.properties)
     message_group = properties.pop(MESSAGE_GROUP, None)
     if message_type is None:
@@ -41,7 +43,7 @@ def to_rocketmq(message: StoredMessage, message_type: int | None = None, **syste
             tag=message.tags or None,
             keys=list(message.keys),
             message_id=message.message_id,
-            body_digest=definition.Digest(type=definition.CRC32, checksum=f"{zlib.crc32(message.body):08X}"),
+            body_digest=definition.Digest(type=definition.MD5, checksum=hashlib.md5(message.body).hexdigest().upper()),
             body_encoding=definition.IDENTITY,
             message_type=message_type,
             born_timestamp=timestamp(message.born_timestamp),

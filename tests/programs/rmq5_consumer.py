@@ -2,6 +2,8 @@
 
     python -m tests.programs.rmq5_consumer ENDPOINT GROUP MODE
 MODE ``drain``: receive until a receive comes back empty; ack each message; print ``GOT body attempt``.
+MODE ``never-ack``: receive one message at a time with a 1 s invisible duration for 15 s, never
+acknowledging; print ``GOT body attempt``.
 MODE ``redeliver``: receive one message with a 30 s invisible duration, change it to 1 s without
 acking, receive until it comes again and print it with its delivery attempt; ack everything.
 """
@@ -35,6 +37,11 @@ def main(endpoint: str, group: str, mode: str) -> None:
                 for message in messages:
                     print(f"GOT {message.body.decode()} {message.delivery_attempt}", flush=True)
                     consumer.ack(message)
+        elif mode == "never-ack":
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                for message in consumer.receive(1, 1):
+                    print(f"GOT {message.body.decode()} {message.delivery_attempt}", flush=True)
         else:
             first = None
             while first is None:  # each receive polls one queue, in turn

@@ -6,14 +6,16 @@
 //   drain    SimpleConsumer of GROUP: receive and ack until the queues stay empty, print GOT lines
 //   delay    send "node-delay-kept" and "node-delay-recalled" due in 4 s, recall the second, print
 //            SENT and RECALLED lines, exit
+//   push     PushConsumer of GROUP for SECONDS (argument 5): MODE (argument 4) "flaky" fails the
+//            first two deliveries of a message, "failing" every one; print "GOT body attempt" lines
 //   fifo     send a1 b1 a2 b2 a3 b3 with message groups a and b, print SENT lines, exit
 //   fifo-drain  SimpleConsumer of GROUP: receive and ack until the queues stay empty, print
 //            "GOT body attempt round" lines (round: the receive that brought it)
 "use strict";
-const { Producer, SimpleConsumer } = require("rocketmq-client-nodejs");
+const { ConsumeResult, Producer, PushConsumer, SimpleConsumer } = require("rocketmq-client-nodejs");
 
 const COMMIT = 1;
-const [endpoint, mode, group] = process.argv.slice(2);
+const [endpoint, mode, group, behaviour, seconds] = process.argv.slice(2);
 const checker = {
   async check(message) {
     console.log(`CHECKED ${message.body.toString()}`);
@@ -22,6 +24,22 @@ const checker = {
 };
 
 async function main() {
+  if (mode === "push") {
+    const listener = {
+      consume(message) {
+        console.log(`GOT ${message.body.toString()} ${message.deliveryAttempt}`);
+        const fails = behaviour === "failing" || message.deliveryAttempt <= 2;
+        return fails ? ConsumeResult.FAILURE : ConsumeResult.SUCCESS;
+      },
+    };
+    const consumer = new PushConsumer({
+      endpoints: endpoint, consumerGroup: group, subscriptions: new Map().set("orders", "*"), messageListener: listener,
+    });
+    await consumer.startup();
+    await new Promise((resolve) => setTimeout(resolve, Number(seconds) * 1000));
+    await consumer.shutdown();
+    return;
+  }
   if (mode === "drain" || mode === "fifo-drain") {
     const consumer = new SimpleConsumer({
       endpoints: endpoint, consumerGroup: group, subscriptions: new Map().set("orders", "*"), awaitDuration: 1000,
