@@ -47,6 +47,7 @@ RESERVED_PROPERTIES = (*SYSTEM_PROPERTIES, "TRANSACTION_CHECK_TIMES")
 # The property holding a FIFO message's message group, RocketMQ's own name for it: messages of one
 # group go to one queue, in the order they were sent.
 MESSAGE_GROUP = "__SHARDINGKEY"
+DLQ_PREFIX = "%DLQ%"  # a consumer group's dead-letter topic is %DLQ%<group>
 MAX_MESSAGE_GROUP = 128  # characters
 _NAME = re.compile(r"[A-Za-z0-9_%|-]{1,127}")
 _MESSAGE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
@@ -432,8 +433,9 @@ def check_name(kind: str, value: str) -> str:
 
 
 def check_data_topic(name: str) -> str:
-    """Return ``name`` if clients may produce to or read from it; raise otherwise."""
-    check_name("topic", name)
+    """Return ``name`` if clients may produce to or read from it; raise otherwise. A consumer
+    group's dead-letter topic, ``%DLQ%<group>``, is as long as its group allows."""
+    check_name("topic", name.removeprefix(DLQ_PREFIX))
     if name in SYSTEM_TOPICS:
         raise HiddenTopic(f"topic {name!r} is a hidden system topic")
     return name

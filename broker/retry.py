@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.errors import InvalidArgument
+from broker.model import DLQ_PREFIX
 
-DLQ_PREFIX = "%DLQ%"
 # The properties of a dead letter: its topic (RocketMQ's name for it), its message id there, and
 # how many times it was delivered to the group.
 ORIGIN_TOPIC, ORIGIN_MESSAGE_ID, DELIVERY_ATTEMPTS = "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "DELIVERY_ATTEMPTS"

@@ -192,3 +192,16 @@ def test_a_broker_killed_while_messages_move_to_the_dlq_loses_none_and_copies_no
         assert sorted(origins) == sorted(sent), "each message moved once: none lost, none copied twice"
     finally:
         broker.stop()
+
+
+def test_the_dead_letter_topic_of_a_group_with_the_longest_name_is_readable(broker, clock):
+    group = "g" * 127
+    httpx.put(f"{broker.http}/consumers/{group}/retry-policy", json={"max_attempts": 1}).raise_for_status()
+    queue_id, message_id = send_one(broker)
+    messaging = broker.broker.messaging
+    assert len(broker.run(messaging.receive(group, "orders", queue_id, 1, 1, None))) == 1
+    clock.advance(2)
+    assert broker.run(messaging.receive(group, "orders", queue_id, 1, 1, None)) == []
+    (letter,) = dead_letters(broker, group)
+    assert letter.properties["ORIGIN_MESSAGE_ID"] == message_id
+    assert httpx.get(f"{broker.http}/consumers/{group}/retry-policy").json()["dead_letters"] == 1

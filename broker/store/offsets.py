@@ -7,8 +7,8 @@ import sqlite3
 import uuid
 from collections.abc import Callable
 
-from broker.model import Message, StoredMessage, Topic
-from broker.retry import DLQ_PREFIX, RetryPolicy, dead_letter_properties, dead_letter_topic
+from broker.model import DLQ_PREFIX, Message, StoredMessage, Topic
+from broker.retry import RetryPolicy, dead_letter_properties, dead_letter_topic
 from broker.store import deliveries
 from broker.store.deliveries import Delivery
 from broker.store.logs import LogStore, message_rows
