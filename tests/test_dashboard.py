@@ -10,8 +10,10 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from producer_sdk import Message, Producer, TransactionalProducer, TransactionProducer
@@ -47,7 +49,17 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
 
     stop = threading.Event()
 
+    def dead_letter() -> None:  # a message group "billing" gave up on: in its dead-letter topic
+        httpx.put(f"{live_broker.http}/consumers/billing/retry-policy", json={"max_attempts": 1}).raise_for_status()
+        with Producer(broker=live_broker.address) as plain:
+            plain.send(Message(topic="orders", body=b"unpaid"))
+        for _ in range(2):  # delivered once, not acknowledged; the next receive moves it
+            for queue_id in range(4):
+                live_broker.run(live_broker.broker.messaging.receive("billing", "orders", queue_id, 1, 0.1, None))
+            time.sleep(0.2)
+
     def traffic() -> None:
+        dead_letter()
         listener = ScriptedListener("COMMIT")
         with TransactionProducer(group="shop", broker=live_broker.address, listener=listener) as producer:
             n = 0
@@ -103,6 +115,8 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
             assert "in use" in page.get_attribute("#store-bytes", "title")
             assert "broker's" in page.inner_text("#topic-rows")
             page.wait_for_function("() => document.getElementById('topic-rows').textContent.includes('1, next in')")
+            page.wait_for_selector("tr.retry-row", timeout=30_000)
+            assert page.inner_text("#retry-rows").split() == ["billing", "0", "1"]
             screenshot = tmp_path / "dashboard.png"
             page.screenshot(path=str(screenshot), full_page=True)
             browser.close()

@@ -6,7 +6,15 @@ from fastapi import APIRouter, Depends
 
 from broker.errors import TopicNotFound
 from broker.http_api.context import AdminContext, admin_context
-from broker.http_api.schemas import ConsumerOut, Limit, Offset, Page, RetryPolicyIn, RetryPolicyOut
+from broker.http_api.schemas import (
+    ConsumerOut,
+    Limit,
+    Offset,
+    Page,
+    RetryCountsOut,
+    RetryPolicyIn,
+    RetryPolicyOut,
+)
 from broker.retry import dead_letter_topic
 
 router = APIRouter(prefix="/consumers", tags=["consumers"])
@@ -34,6 +42,13 @@ def consumers(
             )
         )
     return Page[ConsumerOut](items=result, total=len(groups), limit=limit, offset=offset)
+
+
+@router.get("/retries", response_model=list[RetryCountsOut])
+def retries(context: AdminContext = Depends(admin_context)) -> list[RetryCountsOut]:  # noqa: B008
+    """Every consumer group retrying messages or holding dead letters: how many of each."""
+    counts = context.store.retry_counts()
+    return [RetryCountsOut(group=g, retrying=r, dead_letters=d) for g, (r, d) in sorted(counts.items())]
 
 
 @router.get("/{group}/retry-policy", response_model=RetryPolicyOut)

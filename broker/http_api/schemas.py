@@ -90,6 +90,12 @@ class RetryPolicyOut(BaseModel):
     dead_letters: int = Field(description="messages in its dead-letter topic")
 
 
+class RetryCountsOut(BaseModel):
+    group: str
+    retrying: int = Field(description="messages the group got more than once and has not acknowledged yet")
+    dead_letters: int = Field(description="messages in its dead-letter topic")
+
+
 class MessageIn(BaseModel):
     """A test message sent through the admin API (normal, not transactional)."""
 

@@ -97,9 +97,9 @@ function rates(key) {
 
 async function refresh() {
   try {
-    const [health, stats, pending, topics, consumers, kafka] = await Promise.all([
+    const [health, stats, pending, topics, consumers, kafka, retries] = await Promise.all([
       get("/healthz"), get("/stats"), get("/transactions?state=PENDING&limit=50"), get("/topics"), get("/consumers"),
-      get("/transactional-ids?limit=50"),
+      get("/transactional-ids?limit=50"), get("/consumers/retries"),
     ]);
     $("health").textContent = health.status; $("health").className = "pill ok";
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
@@ -138,6 +138,9 @@ async function refresh() {
     $("consumer-rows").innerHTML = consumers.items.length ? consumers.items.map((c) =>
       `<tr><td>${escape(c.group)}</td><td>${escape(c.topic)}</td><td>${c.queue_id}</td><td>${c.offset}</td><td>${c.lag}</td></tr>`).join("")
       : '<tr><td colspan="5" class="muted">none</td></tr>';
+    $("retry-rows").innerHTML = retries.length ? retries.map((r) => `<tr class="retry-row">` +
+      `<td>${escape(r.group)}</td><td>${r.retrying}</td><td>${r.dead_letters}</td></tr>`).join("")
+      : '<tr><td colspan="3" class="muted">none</td></tr>';
   } catch (error) {
     if (error instanceof TokenNeeded) {
       $("health").textContent = "token needed"; $("health").className = "pill bad";
