@@ -59,8 +59,8 @@ def test_the_official_producer_commits_rolls_back_and_sends_normal_messages(comp
     out, _ = producer.communicate(timeout=120)
     assert producer.returncode == 0, out
     sent = {line.split()[1]: line.split()[2:] for line in out.splitlines() if line.startswith("SENT")}
-    assert set(sent) == {"rmq-commit", "rmq-rollback", "rmq-normal"}
-    assert readable(broker) == [b"rmq-commit", b"rmq-normal"]
+    assert set(sent) == {"rmq-commit", "rmq-rollback", "rmq-normal", "rmq-async"}
+    assert readable(broker) == [b"rmq-async", b"rmq-commit", b"rmq-normal"]
     with PullConsumer(group="audit", broker=broker.address) as consumer:
         committed = next(
             m
@@ -431,10 +431,12 @@ def test_sends_are_idempotent_by_message_id_and_bad_ones_get_typed_statuses(comp
     definition, service, service_grpc = load()
     broker, endpoint, _ = compat
 
-    def message(topic: str, body: bytes, message_type: int, message_id: str) -> object:
+    def message(topic: str, body: bytes, message_type: int, message_id: str, **system: object) -> object:
         return definition.Message(
             topic=definition.Resource(name=topic),
-            system_properties=definition.SystemProperties(message_id=message_id, message_type=message_type, tag="t"),
+            system_properties=definition.SystemProperties(
+                message_id=message_id, message_type=message_type, tag="t", **system
+            ),
             body=body,
         )
 
@@ -450,10 +452,13 @@ def test_sends_are_idempotent_by_message_id_and_bad_ones_get_typed_statuses(comp
             "a retried normal message is stored once"
         )
         before = store_snapshot(broker.broker.settings.data_dir)
+        no_group = definition.ILLEGAL_MESSAGE_GROUP
         for msg, code in (
             (message("nope", b"x", definition.NORMAL, "a1"), definition.TOPIC_NOT_FOUND),
             (message("orders", b"x" * (5 * 1024 * 1024), definition.NORMAL, "a2"), definition.MESSAGE_BODY_TOO_LARGE),
             (message("orders", b"x", definition.FIFO, "a3"), definition.ILLEGAL_MESSAGE_GROUP),
+            (message("orders", b"x", definition.NORMAL, "a6", message_group="g"), definition.ILLEGAL_MESSAGE_GROUP),
+            (message("orders", b"x", definition.TRANSACTION, "a7", message_group="g"), no_group),
             (message("orders", b"x", definition.PRIORITY, "a5"), definition.UNSUPPORTED),
             (message("RMQ_SYS_TRANS_OP_HALF_TOPIC", b"x", definition.NORMAL, "a4"), definition.ILLEGAL_TOPIC),
         ):

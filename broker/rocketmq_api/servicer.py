@@ -128,6 +128,10 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                     if properties.HasField("delivery_timestamp") else None
                 ),
             )  # fmt: skip
+            refused = _group_refusal(properties)
+            if refused is not None:
+                entries.append(service.SendResultEntry(status=refused, message_id=properties.message_id))
+                continue
             try:
                 if properties.message_type == definition.TRANSACTION:
                     txn = await self._transactions.prepare(core, group_of(core.topic))
@@ -139,11 +143,6 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                             offset=txn.half_offset,
                         )
                     )
-                elif properties.message_type == definition.FIFO and not properties.HasField("message_group"):
-                    no_group = definition.Status(
-                        code=definition.ILLEGAL_MESSAGE_GROUP, message="a FIFO message needs a message group"
-                    )
-                    entries.append(service.SendResultEntry(status=no_group, message_id=properties.message_id))
                 elif properties.message_type in SENT_AS_IS:
                     (stored,) = await self._messaging.send([core])
                     entries.append(
@@ -410,6 +409,16 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         ):
             settings.subscription.long_polling_timeout.seconds = 20
         return settings
+
+
+def _group_refusal(properties: Any) -> Any:
+    """ILLEGAL_MESSAGE_GROUP for a FIFO message without a message group, or one of another type
+    with one; else None."""
+    grouped = properties.HasField("message_group")
+    if properties.message_type not in MESSAGE_TYPES.values() or grouped == (properties.message_type == definition.FIFO):
+        return None
+    text = "only FIFO messages have a message group" if grouped else "a FIFO message needs a message group"
+    return definition.Status(code=definition.ILLEGAL_MESSAGE_GROUP, message=text)
 
 
 async def _unimplemented(self: RocketMQServicer, request: Any, context: grpc.aio.ServicerContext) -> None:
