@@ -324,7 +324,7 @@ def test_nodejs_push_consumers_are_redelivered_by_the_group_s_policy_then_dead_l
         producer.send(Message(topic="orders", body=b"task"))
 
     def pushed(group: str, behaviour: str) -> list[str]:
-        out, _ = node(endpoint, env, node_client, "push", group, behaviour, "12").communicate(timeout=120)
+        out, _ = node(endpoint, env, node_client, "push", group, behaviour, "8").communicate(timeout=120)
         return [line for line in out.splitlines() if line.startswith("GOT")]
 
     assert pushed("node-flaky", "flaky") == ["GOT task 1", "GOT task 2", "GOT task 3"]

@@ -37,8 +37,7 @@ async function main() {
     });
     await consumer.startup();
     await new Promise((resolve) => setTimeout(resolve, Number(seconds) * 1000));
-    await consumer.shutdown();
-    return;
+    return;  // no shutdown: it waits out the receives in flight, up to 30 s of long polling
   }
   if (mode === "drain" || mode === "fifo-drain") {
     const consumer = new SimpleConsumer({
