@@ -1,6 +1,6 @@
 // A RocketMQ 5 transactional producer and SimpleConsumer using the official Node.js client,
 // for the compat tests. Usage: node rmq5_node.js ENDPOINT MODE [GROUP]
-//   send     commit "node-commit", roll back "node-rollback", print SENT lines, exit
+//   send     commit "node-commit", roll back "node-rollback", send "node-normal", print SENT lines, exit
 //   orphan   send "node-orphan" as a half message, print ORPHANED, wait to be killed
 //   checker  answer checks with COMMIT until stdin closes
 //   drain    SimpleConsumer of GROUP: receive and ack until the queues stay empty, print GOT lines
@@ -67,6 +67,8 @@ async function main() {
       await (commit ? transaction.commit() : transaction.rollback());
       console.log(`SENT ${body} ${receipt.messageId} ${receipt.transactionId}`);
     }
+    const normal = await producer.send(message("node-normal"));
+    console.log(`SENT node-normal ${normal.messageId}`);
     await producer.shutdown();
   } else if (mode === "delay") {
     const due = new Date(Date.now() + 4000);
