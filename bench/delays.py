@@ -1,7 +1,7 @@
 """Delayed messages at scale, in one run: a broker holding ``--pending`` delayed messages (due a
 day later) beside one holding none, both sync flush.
 
-    .venv/bin/python -m bench.delays --pending 1000000 --latency 2000 --seconds 15 --rounds 2
+    .venv/bin/python -m bench.delays --pending 1000000 --latency 2000 --seconds 15 --rounds 4
 
 Prints: the rate at which the delayed messages were held; the broker's memory (RSS) with none,
 a tenth and all of them waiting; its CPU time over 5 idle seconds with none and with all waiting
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=1_000_000)
     parser.add_argument("--latency", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=15)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--body", type=int, default=1024)
     args = parser.parse_args()
     body = os.urandom(args.body)
