@@ -183,7 +183,7 @@ def test_official_fifo_producer_and_consumers_keep_each_message_group_in_order_o
     simple = fifo_program(endpoint, env, "simple", "simple-fifo")
     assert not [line for line in simple if line.startswith("OVERLAP")], simple
     in_send_order(simple)
-    pushed = fifo_program(endpoint, env, "push", "push-fifo", "ok", "10")
+    pushed = fifo_program(endpoint, env, "push", "push-fifo", "ok", "7")
     assert not [line for line in pushed if line.startswith("OVERLAP")], pushed
     in_send_order(pushed)
     concurrent = fifo_program(endpoint, env, "simple", "concurrent")
@@ -195,7 +195,7 @@ def test_an_official_fifo_push_consumer_that_always_fails_retries_then_dead_lett
     broker, endpoint, env = official
     fifo_program(endpoint, env, "send", "a", "2")
     set_fifo(broker, "failing-fifo", max_attempts=3, backoff_seconds=[0.2])
-    pushed = fifo_program(endpoint, env, "push", "failing-fifo", "failing", "10")
+    pushed = fifo_program(endpoint, env, "push", "failing-fifo", "failing", "7")
     # Told the group is FIFO, the client retries each message itself (its delivery attempt stays 1),
     # then forwards it to the dead letters, which lets the next one of its group through.
     assert [line for line in pushed if line.startswith("GOT")] == ["GOT a1 1"] * 3 + ["GOT a2 1"] * 3

@@ -1,8 +1,8 @@
 """A RocketMQ 5 transactional producer using the official Python client, for the compat tests.
 
     python -m tests.programs.rmq5_producer ENDPOINT MODE
-MODE ``send``: commit "rmq-commit", roll back "rmq-rollback", send "rmq-normal" and, asynchronously,
-"rmq-async"; print each receipt, exit.
+MODE ``send``: commit "rmq-commit", roll back "rmq-rollback", send "rmq-normal"; print each receipt, exit.
+MODE ``async``: send "rmq-async" with ``send_async``, print its receipt, exit.
 MODE ``orphan``: send "rmq-orphan" as a half message, print ORPHANED, then wait to be killed.
 MODE ``checker``: stay online answering checks with COMMIT until stdin closes.
 MODE ``delay``: send "rmq-delay-kept" and "rmq-delay-recalled" delivered RMQ_DELAY seconds from
@@ -74,6 +74,8 @@ def main(endpoint: str, mode: str) -> None:
             print(f"SENT {body} {receipt.message_id} {receipt.transaction_id}", flush=True)
         normal = producer.send(message("rmq-normal"))
         print(f"SENT rmq-normal {normal.message_id}", flush=True)
+        producer.shutdown()
+    elif mode == "async":
         later = producer.send_async(message("rmq-async")).result(timeout=30)
         print(f"SENT rmq-async {later.message_id}", flush=True)
         producer.shutdown()
