@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from broker.errors import TopicNotFound
 from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.schemas import (
     ConsumerOut,
@@ -57,18 +56,14 @@ async def retry_policy(group: str, context: AdminContext = Depends(admin_context
     backoff between deliveries its push consumers are told, and where its messages are: how
     many it is retrying, how many are in its dead-letter topic."""
     policy = await context.messaging.retry_policy(group)
-    topic = dead_letter_topic(group)
-    try:
-        dead = sum(high - low for low, high in (await context.messaging.queue_offsets(topic)).values())
-    except TopicNotFound:  # made on first use
-        dead = 0
+    retrying, dead = (await context.store.query(context.store.retry_counts)).get(group, (0, 0))
     return RetryPolicyOut(
         group=group,
         max_attempts=policy.max_attempts,
         backoff_seconds=list(policy.backoff),
         fifo=policy.fifo,
-        dead_letter_topic=topic,
-        retrying=await context.store.query(context.store.retrying, group),
+        dead_letter_topic=dead_letter_topic(group),
+        retrying=retrying,
         dead_letters=dead,
     )
 

@@ -129,18 +129,6 @@ class OffsetStore(LogStore):
                 counts[group] = (counts.get(group, (0, 0))[0], high - low)
         return counts
 
-    @translated
-    def retrying(self, group: str) -> int:
-        """How many messages ``group`` got more than once and has not acknowledged yet."""
-        (count,) = (
-            self._reader()
-            .execute(
-                "SELECT COUNT(*) FROM deliveries WHERE consumer_group = ? AND acked = 0 AND attempts > 1", (group,)
-            )
-            .fetchone()
-        )
-        return int(count)
-
     async def ack(self, group: str, topic: str, handle: str) -> None:
         """Acknowledge a delivery; raise StaleReceiptHandle if the handle is no longer current."""
         await self._writer.run(deliveries.ack(group, topic, handle))
