@@ -34,8 +34,9 @@ def free_port() -> int:
     It is taken below the system's ephemeral range, so no outgoing connection can take it before
     the server it is meant for binds it (a port the kernel handed out as free could be).
     """
+    end = _ephemeral_start()
     while True:
-        port = random.randrange(PORTS_FROM, _ephemeral_start())
+        port = random.randrange(PORTS_FROM, end)
         if port in _handed_out:
             continue
         with socket.socket() as sock:

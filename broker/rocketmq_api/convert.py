@@ -32,9 +32,10 @@ def to_rocketmq(message: StoredMessage, message_type: int | None = None, **syste
     read as wrong; they agree on MD5)."""
     properties = dict(message.properties)
     message_group = properties.pop(MESSAGE_GROUP, None)
-    if message_type is None:
+    if message_type is None and message_group is not None:
+        message_type = definition.FIFO
+    elif message_type is None:
         message_type = definition.TRANSACTION if message.transaction_id else definition.NORMAL
-        message_type = definition.FIFO if message_group is not None else message_type
     return definition.Message(
         topic=definition.Resource(name=message.topic),
         user_properties=properties,

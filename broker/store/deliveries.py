@@ -112,10 +112,9 @@ def receive(
         total = 0
         held: set[str] = set()  # message groups whose first unacknowledged message came up
         for offset, tags, attempts, seq, visible_at, message_group in candidates:
-            ordered = policy.fifo and message_group is not None
-            if ordered and message_group in held:
-                continue
-            if ordered:
+            if policy.fifo and message_group is not None:
+                if message_group in held:
+                    continue
                 held.add(message_group)
             if visible_at is not None and visible_at > now_ms:  # in flight (a FIFO group's)
                 continue
