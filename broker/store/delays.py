@@ -10,6 +10,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from broker.errors import DelayedMessageNotFound
 from broker.model import Message, MessageRows
@@ -52,18 +53,19 @@ class DelayStore(LogStore):
              m.body, m.born_timestamp, now_ms)
             for m, queue_id in placed
         ]  # fmt: skip
+        by_topic: dict[str, list[tuple[Any, ...]]] = {}
+        for row in rows:
+            by_topic.setdefault(row[1], []).append(row)
 
         def work(conn: sqlite3.Connection) -> list[Held]:
-            for topic in {row[1] for row in rows}:
+            for topic, mine in by_topic.items():
                 before = conn.total_changes
-                conn.executemany(_HOLD, [row for row in rows if row[1] == topic])
+                conn.executemany(_HOLD, mine)
                 _count(conn, topic, conn.total_changes - before)  # a retried one is not held twice
             held = {
                 (topic, message_id): Held(topic, queue_id, message_id, delay_id, due_at)
-                for topic in {row[1] for row in rows}
-                for queue_id, message_id, delay_id, due_at in rows_in(
-                    conn, _HELD, [row[3] for row in rows if row[1] == topic], topic
-                )
+                for topic, mine in by_topic.items()
+                for queue_id, message_id, delay_id, due_at in rows_in(conn, _HELD, [row[3] for row in mine], topic)
             }
             return [held[(row[1], row[3])] for row in rows]
 
