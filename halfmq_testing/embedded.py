@@ -4,6 +4,7 @@ data directory and ``--test-controls`` on, driven through its admin API."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import socket
@@ -32,11 +33,13 @@ def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now, not handed out before by this process.
 
     It is taken below the system's ephemeral range, so no outgoing connection can take it before
-    the server it is meant for binds it (a port the kernel handed out as free could be).
+    the server it is meant for binds it (a port the kernel handed out as free could be). Under
+    pytest-xdist each worker takes its ports from a slice of its own, so no two workers hand out
+    the same one.
     """
-    end = _ephemeral_start()
+    start, end = _worker_slice(PORTS_FROM, _ephemeral_start())
     while True:
-        port = random.randrange(PORTS_FROM, end)
+        port = random.randrange(start, end)
         if port in _handed_out:
             continue
         with socket.socket() as sock:
@@ -46,6 +49,13 @@ def free_port() -> int:
                 continue
         _handed_out.add(port)
         return port
+
+
+def _worker_slice(start: int, end: int) -> tuple[int, int]:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    width = (end - start) // count
+    return start + int(worker) * width, start + (int(worker) + 1) * width
 
 
 def _ephemeral_start() -> int:

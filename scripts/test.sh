@@ -5,4 +5,4 @@ source "$(dirname "$0")/venv.sh" dev,spark,rocketmq
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
-.venv/bin/python -m pytest -q "$@"
+.venv/bin/python -m pytest -q -n auto --dist loadfile "$@"
