@@ -54,6 +54,7 @@ async def serve(broker: Broker) -> None:
     print(
         f"halfmq broker ready grpc={broker.settings.host}:{broker.grpc_port}"
         f" http={broker.settings.host}:{broker.http_port}"
+        f" kafka={broker.settings.host}:{broker.kafka_port}"
         + (f" pull={','.join(map(str, broker.pull_processes.ports))}" if broker.pull_processes.ports else ""),
         flush=True,
     )

@@ -20,6 +20,9 @@ from broker.grpc_api.servicer import BrokerServicer
 from broker.http_api import AdminContext, create_app
 from broker.http_api import create_server as create_http_server
 from broker.http_api.app import HttpServer
+from broker.kafka_api.groups import Coordinator
+from broker.kafka_api.handlers import KafkaApis
+from broker.kafka_api.server import KafkaServer
 from broker.kafka_txn import KafkaTxnService
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
@@ -43,6 +46,7 @@ class Broker:
     grpc_port: int = 0
     http_port: int = 0
     rocketmq_port: int = 0
+    kafka_port: int = 0
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -93,6 +97,18 @@ class Broker:
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
         self._rocketmq: grpc.aio.Server | None = None
+        self.kafka_groups = Coordinator(clock=self.clock)
+        self._kafka = KafkaServer(
+            KafkaApis(
+                self.messaging,
+                self.kafka_groups,
+                advertised_host=None if settings.advertised_address is None else settings.advertised_address[0],
+                auth_token=settings.auth_token,
+                clock=self.clock,
+            ),
+            auth_token=settings.auth_token,
+            tls=None if settings.tls is None else settings.tls.server_context(),
+        )
         self._http_task: asyncio.Task[None] | None = None
         self.pull_processes = PullProcesses(settings, on_restart=self.metrics.pull_process_restarted)
 
@@ -139,6 +155,8 @@ class Broker:
             await asyncio.sleep(0.01)
         self.http_port = self._http.port
         await self._start_rocketmq()
+        self.kafka_port = await self._kafka.start(self.settings.host, self.settings.kafka_port)
+        self._tasks.append(asyncio.create_task(self.kafka_groups.run()))
         checks = self.checks.run if self.controls is None else self.controls.run_checks
         self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
         self._tasks.append(asyncio.create_task(self.retention.run()))
@@ -151,8 +169,8 @@ class Broker:
         else:
             await self.store.query(self.store.drop_segments)
         log.info(
-            "halfmq broker serving gRPC on %s:%d and HTTP on %s:%d%s, store %s%s",
-            self.settings.host, self.grpc_port, self.settings.host, self.http_port,
+            "halfmq broker serving gRPC on %s:%d, HTTP on %s:%d and Kafka on %s:%d%s, store %s%s",
+            self.settings.host, self.grpc_port, self.settings.host, self.http_port, self.settings.host, self.kafka_port,
             " (TLS)" if self.settings.tls else "", self.store.path,
             f", pulls also on ports {', '.join(map(str, pull_ports))}" if pull_ports else "",
         )  # fmt: skip
@@ -191,6 +209,7 @@ class Broker:
         if self._http is not None and self._http_task is not None:
             self._http.should_exit = True
             await asyncio.gather(self._http_task, return_exceptions=True)
+        await self._kafka.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

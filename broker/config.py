@@ -29,6 +29,7 @@ class Settings:
     grpc_port: int = 10911
     http_port: int = 8080
     rocketmq_port: int = 8081
+    kafka_port: int = 9092
     advertised_address: tuple[str, int] | None = None
     pull_processes: int = 0
     pull_port: int = 0
@@ -109,10 +110,12 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("grpc_port", int, "native gRPC port (default 10911)"),
     ("http_port", int, "HTTP admin port (default 8080)"),
     ("rocketmq_port", int, "RocketMQ 5 gRPC port, served when halfmq[rocketmq] is installed (default 8081)"),
+    ("kafka_port", int, "Kafka protocol port (default 9092)"),
     (
         "advertised_address",
         parse_address,
-        "HOST:PORT that RocketMQ 5 routes name for this broker (default: the address each client connected to)",
+        "HOST:PORT that RocketMQ 5 routes name for this broker, and whose host Kafka metadata names"
+        " (default: the address each client connected to)",
     ),
     (
         "pull_processes",

@@ -19,7 +19,11 @@ class PortUnavailable(Exception):
 
 def wanted_ports(settings: Settings, *, rocketmq: bool) -> list[tuple[str, int]]:
     """``(flag, port)`` for every fixed port the broker will bind (port 0 takes a free one)."""
-    ports = [("--grpc-port", settings.grpc_port), ("--http-port", settings.http_port)]
+    ports = [
+        ("--grpc-port", settings.grpc_port),
+        ("--http-port", settings.http_port),
+        ("--kafka-port", settings.kafka_port),
+    ]
     if rocketmq:
         ports.append(("--rocketmq-port", settings.rocketmq_port))
     if settings.pull_port:

@@ -21,10 +21,16 @@ class TlsFiles:
 
     def check(self) -> None:
         """Raise OSError or ssl.SSLError unless the files are readable PEM and the key fits."""
+        self.server_context()
+
+    def server_context(self) -> ssl.SSLContext:
+        """A server's TLS context (the Kafka port's); with ``client_ca``, client certificates required."""
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self.cert, self.key)
         if self.client_ca is not None:
             context.load_verify_locations(self.client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+        return context
 
     def grpc_credentials(self) -> grpc.ServerCredentials:
         client_ca = self.client_ca.read_bytes() if self.client_ca is not None else None

@@ -43,6 +43,7 @@ class BrokerProcess:
         self.address = f"127.0.0.1:{self.port}"
         self.http_port = free_port()
         self.rocketmq_port = free_port()
+        self.kafka_port = free_port()
         self.log = data_dir.parent / "broker.log"
         self._args = [
             sys.executable,
@@ -56,6 +57,8 @@ class BrokerProcess:
             str(self.http_port),
             "--rocketmq-port",
             str(self.rocketmq_port),
+            "--kafka-port",
+            str(self.kafka_port),
             "--topic",
             "orders:4",
             *args,

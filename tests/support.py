@@ -45,6 +45,7 @@ def broker_settings(data_dir: Path, **overrides: Any) -> Settings:
         "grpc_port": 0,
         "http_port": 0,
         "rocketmq_port": 0,
+        "kafka_port": 0,
         "check_interval": 3600.0,
         "transaction_timeout": 1.0,
         "check_timeout": 0.5,

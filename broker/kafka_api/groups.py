@@ -1,0 +1,251 @@
+"""Kafka consumer groups' membership: JoinGroup, SyncGroup, Heartbeat and LeaveGroup, as Kafka's
+group coordinator runs them. Membership lives in memory (a restarted broker makes every member
+join again, as a coordinator moving would); the groups' committed offsets are in the store.
+
+A join while the group is stable starts a rebalance: each member learns of it from its next
+heartbeat and joins again; the round ends when every member has, or at the longest rebalance
+timeout, without those that did not. The leader (the first to join) gets every member's
+subscription and sends the assignment in its SyncGroup, which every member then gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+
+from kafka.errors import (
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+
+from broker.clock import Clock, system_clock
+
+SWEEP_INTERVAL = 0.25  # seconds between looks for members past their session timeout
+
+
+class State(Enum):
+    EMPTY = "Empty"
+    JOINING = "PreparingRebalance"
+    SYNCING = "CompletingRebalance"
+    STABLE = "Stable"
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    protocol_type: str
+    protocols: dict[str, bytes]
+    session_timeout: float
+    rebalance_timeout: float
+    seen: float
+    assignment: bytes = b""
+    joined: asyncio.Future[Joined] | None = None
+    synced: asyncio.Future[bytes] | None = None
+
+
+@dataclass(frozen=True)
+class Joined:
+    generation: int
+    protocol: str
+    leader: str
+    member_id: str
+    members: list[tuple[str, bytes]]  # the leader's only: every member's metadata
+
+
+@dataclass
+class Group:
+    name: str
+    state: State = State.EMPTY
+    generation: int = 0
+    protocol_type: str = ""
+    protocol: str = ""
+    leader: str = ""
+    members: dict[str, Member] = field(default_factory=dict)
+    deadline: asyncio.TimerHandle | None = None
+
+
+class KafkaError(Exception):
+    """A Kafka error code for the reply (``errno`` of one of kafka.errors' classes)."""
+
+    def __init__(self, errno: int) -> None:
+        super().__init__(errno)
+        self.errno = errno
+
+
+class Coordinator:
+    def __init__(self, clock: Clock = system_clock) -> None:
+        self._groups: dict[str, Group] = {}
+        self._clock = clock
+
+    def group(self, name: str) -> Group | None:
+        return self._groups.get(name)
+
+    def groups(self) -> list[Group]:
+        return list(self._groups.values())
+
+    async def join(
+        self,
+        name: str,
+        member_id: str,
+        *,
+        client_id: str,
+        client_host: str,
+        protocol_type: str,
+        protocols: dict[str, bytes],
+        session_timeout: float,
+        rebalance_timeout: float,
+    ) -> Joined:
+        group = self._groups.setdefault(name, Group(name))
+        if group.members and protocol_type != group.protocol_type:
+            raise KafkaError(InconsistentGroupProtocolError.errno)
+        if group.members and not set(protocols) & _shared(group):
+            raise KafkaError(InconsistentGroupProtocolError.errno)
+        if member_id and member_id not in group.members:
+            raise KafkaError(UnknownMemberIdError.errno)
+        member = group.members.get(member_id) or Member(
+            member_id=f"{client_id or 'member'}-{uuid.uuid4()}",
+            client_id=client_id,
+            client_host=client_host,
+            protocol_type=protocol_type,
+            protocols=protocols,
+            session_timeout=session_timeout,
+            rebalance_timeout=rebalance_timeout,
+            seen=self._clock(),
+        )
+        member.protocols, member.seen = protocols, self._clock()
+        member.session_timeout, member.rebalance_timeout = session_timeout, rebalance_timeout
+        group.members[member.member_id] = member
+        group.protocol_type = protocol_type
+        if member.synced is not None and not member.synced.done():
+            member.synced.set_exception(KafkaError(RebalanceInProgressError.errno))
+        member.joined = asyncio.get_running_loop().create_future()
+        if group.state is not State.JOINING:
+            self._prepare(group)
+        self._maybe_complete(group)
+        return await member.joined
+
+    def _prepare(self, group: Group) -> None:
+        """Start a join round; members waiting for their assignment are told to join again."""
+        group.state = State.JOINING
+        for member in group.members.values():
+            if member.synced is not None and not member.synced.done():
+                member.synced.set_exception(KafkaError(RebalanceInProgressError.errno))
+        timeout = max(m.rebalance_timeout for m in group.members.values())
+        group.deadline = asyncio.get_running_loop().call_later(timeout, self._complete, group)
+
+    def _maybe_complete(self, group: Group) -> None:
+        if all(m.joined is not None and not m.joined.done() for m in group.members.values()):
+            self._complete(group)
+
+    def _complete(self, group: Group) -> None:
+        """End a join round: members that did not join again are out; the rest get the new generation."""
+        if group.deadline is not None:
+            group.deadline.cancel()
+            group.deadline = None
+        for member_id, member in list(group.members.items()):
+            if member.joined is None or member.joined.done():
+                del group.members[member_id]
+        if not group.members:
+            group.state, group.generation, group.leader, group.protocol = State.EMPTY, group.generation + 1, "", ""
+            return
+        group.generation += 1
+        group.state = State.SYNCING
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        shared = _shared(group)
+        group.protocol = next(p for p in group.members[group.leader].protocols if p in shared)
+        everyone = [(m.member_id, m.protocols[group.protocol]) for m in group.members.values()]
+        for member in group.members.values():
+            assert member.joined is not None
+            member.joined.set_result(
+                Joined(
+                    group.generation,
+                    group.protocol,
+                    group.leader,
+                    member.member_id,
+                    everyone if member.member_id == group.leader else [],
+                )
+            )
+
+    async def sync(self, name: str, member_id: str, generation: int, assignments: dict[str, bytes]) -> bytes:
+        group, member = self._member(name, member_id)
+        if generation != group.generation:
+            raise KafkaError(IllegalGenerationError.errno)
+        if group.state is State.JOINING:
+            raise KafkaError(RebalanceInProgressError.errno)
+        member.seen = self._clock()
+        if group.state is State.STABLE:
+            return member.assignment
+        member.synced = asyncio.get_running_loop().create_future()
+        if member_id == group.leader:
+            for other in group.members.values():
+                other.assignment = assignments.get(other.member_id, b"")
+            group.state = State.STABLE
+            for other in group.members.values():
+                if other.synced is not None and not other.synced.done():
+                    other.synced.set_result(other.assignment)
+        return await member.synced
+
+    def heartbeat(self, name: str, member_id: str, generation: int) -> None:
+        group, member = self._member(name, member_id)
+        member.seen = self._clock()
+        if group.state is State.JOINING:
+            raise KafkaError(RebalanceInProgressError.errno)
+        if generation != group.generation:
+            raise KafkaError(IllegalGenerationError.errno)
+
+    def leave(self, name: str, member_id: str) -> None:
+        group, member = self._member(name, member_id)
+        self._remove(group, member)
+
+    def check_generation(self, name: str, member_id: str, generation: int) -> None:
+        """For an offset commit: -1 commits without a group membership (a consumer assigning its
+        own partitions); else the member must be in the group's current generation."""
+        if generation < 0:
+            return
+        group, _ = self._member(name, member_id)
+        if group.state is State.JOINING:
+            raise KafkaError(RebalanceInProgressError.errno)
+        if generation != group.generation:
+            raise KafkaError(IllegalGenerationError.errno)
+
+    def _member(self, name: str, member_id: str) -> tuple[Group, Member]:
+        group = self._groups.get(name)
+        if group is None or member_id not in group.members:
+            raise KafkaError(UnknownMemberIdError.errno)
+        return group, group.members[member_id]
+
+    def _remove(self, group: Group, member: Member) -> None:
+        del group.members[member.member_id]
+        for waiting in (member.joined, member.synced):
+            if waiting is not None and not waiting.done():
+                waiting.set_exception(KafkaError(UnknownMemberIdError.errno))
+        if group.state is State.JOINING:
+            self._maybe_complete(group)
+        elif group.members:
+            self._prepare(group)
+        else:
+            group.state, group.leader, group.protocol = State.EMPTY, "", ""
+
+    async def run(self) -> None:
+        """Remove the members whose session timed out (no heartbeat, join or sync in it)."""
+        while True:
+            now = self._clock()
+            for group in list(self._groups.values()):
+                for member in list(group.members.values()):
+                    waiting = member.joined is not None and not member.joined.done()
+                    if not waiting and now - member.seen > member.session_timeout:
+                        self._remove(group, member)
+            await asyncio.sleep(SWEEP_INTERVAL)
+
+
+def _shared(group: Group) -> set[str]:
+    """The protocols (assignors) every member of the group supports."""
+    protocols = [set(m.protocols) for m in group.members.values()]
+    return set.intersection(*protocols) if protocols else set()

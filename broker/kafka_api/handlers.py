@@ -1,0 +1,550 @@
+"""The Kafka APIs halfmq answers, each translated to the core's calls: topics and partitions are
+halfmq topics and queues, offsets are queue offsets, a consumer group's committed offsets are
+the store's. ``VERSIONS`` lists what ApiVersions advertises; the codecs are kafka-python's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafka import errors as kerr
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
+from broker.clock import Clock, system_clock, to_ms
+from broker.errors import (
+    HalfmqError,
+    HiddenTopic,
+    InvalidArgument,
+    MessageTooLarge,
+    NotFound,
+    OffsetOutOfRange,
+    StorageFull,
+    TopicExists,
+)
+from broker.kafka_api.groups import Coordinator, KafkaError
+from broker.kafka_api.records import BadRecords, read_batches, to_batch, to_messages
+from broker.messaging import MAX_BATCH, MessagingService
+from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES
+
+NODE_ID = 0
+FETCH_POLL = 0.05  # seconds between looks at the fetched partitions during a long poll
+CLUSTER_ID = "halfmq"
+
+# What ApiVersions advertises: (min, max) per API key; requests of other keys or versions get
+# UNSUPPORTED_VERSION. The maxima are the last versions before each API's flexible encoding or
+# newer features halfmq does not have; every client tested negotiates within them.
+VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.Produce: (3, 8),
+    ApiKey.Fetch: (4, 11),
+    ApiKey.ListOffsets: (1, 5),
+    ApiKey.Metadata: (0, 8),
+    ApiKey.OffsetCommit: (2, 7),
+    ApiKey.OffsetFetch: (1, 5),
+    ApiKey.FindCoordinator: (0, 2),
+    ApiKey.JoinGroup: (0, 5),
+    ApiKey.Heartbeat: (0, 3),
+    ApiKey.LeaveGroup: (0, 2),
+    ApiKey.SyncGroup: (0, 3),
+    ApiKey.DescribeGroups: (0, 4),
+    ApiKey.ListGroups: (0, 2),
+    ApiKey.SaslHandshake: (0, 1),
+    ApiKey.ApiVersions: (0, 3),
+    ApiKey.CreateTopics: (2, 4),
+    ApiKey.InitProducerId: (0, 1),
+    ApiKey.SaslAuthenticate: (0, 1),
+}
+REQUESTS: dict[ApiKey, Any] = {
+    ApiKey.Produce: ProduceRequest,
+    ApiKey.Fetch: FetchRequest,
+    ApiKey.ListOffsets: ListOffsetsRequest,
+    ApiKey.Metadata: MetadataRequest,
+    ApiKey.OffsetCommit: OffsetCommitRequest,
+    ApiKey.OffsetFetch: OffsetFetchRequest,
+    ApiKey.FindCoordinator: FindCoordinatorRequest,
+    ApiKey.JoinGroup: JoinGroupRequest,
+    ApiKey.Heartbeat: HeartbeatRequest,
+    ApiKey.LeaveGroup: LeaveGroupRequest,
+    ApiKey.SyncGroup: SyncGroupRequest,
+    ApiKey.DescribeGroups: DescribeGroupsRequest,
+    ApiKey.ListGroups: ListGroupsRequest,
+    ApiKey.SaslHandshake: SaslHandshakeRequest,
+    ApiKey.ApiVersions: ApiVersionsRequest,
+    ApiKey.CreateTopics: CreateTopicsRequest,
+    ApiKey.InitProducerId: InitProducerIdRequest,
+    ApiKey.SaslAuthenticate: SaslAuthenticateRequest,
+}
+PLAIN = "PLAIN"
+
+
+def error_code(exc: HalfmqError) -> int:
+    """The Kafka error code for a core error."""
+    if isinstance(exc, BadRecords):
+        return int(kerr.CorruptRecordError.errno)
+    for kind, kafka_error in (
+        (HiddenTopic, kerr.TopicAuthorizationFailedError),
+        (NotFound, kerr.UnknownTopicOrPartitionError),
+        (MessageTooLarge, kerr.MessageSizeTooLargeError),
+        (OffsetOutOfRange, kerr.OffsetOutOfRangeError),
+        (TopicExists, kerr.TopicAlreadyExistsError),
+        (StorageFull, kerr.KafkaStorageError),
+        (InvalidArgument, kerr.InvalidRequestError),
+    ):
+        if isinstance(exc, kind):
+            return int(kafka_error.errno)
+    return int(kerr.UnknownError.errno)
+
+
+@dataclass
+class Connection:
+    """What the APIs know of the client on one connection."""
+
+    client_host: str
+    local: tuple[str, int]  # the address the client connected to
+    authenticated: bool
+    mechanism: str | None = None
+
+
+class KafkaApis:
+    def __init__(
+        self,
+        messaging: MessagingService,
+        coordinator: Coordinator,
+        *,
+        advertised_host: str | None,
+        auth_token: str | None,
+        clock: Clock = system_clock,
+    ) -> None:
+        self._messaging = messaging
+        self._groups = coordinator
+        self._advertised_host = advertised_host
+        self._auth_token = auth_token
+        self._clock = clock
+        self.handlers: dict[ApiKey, Callable[[Any, Connection], Awaitable[Any]]] = {
+            ApiKey.ApiVersions: self.api_versions,
+            ApiKey.Metadata: self.metadata,
+            ApiKey.CreateTopics: self.create_topics,
+            ApiKey.Produce: self.produce,
+            ApiKey.Fetch: self.fetch,
+            ApiKey.ListOffsets: self.list_offsets,
+            ApiKey.FindCoordinator: self.find_coordinator,
+            ApiKey.JoinGroup: self.join_group,
+            ApiKey.SyncGroup: self.sync_group,
+            ApiKey.Heartbeat: self.heartbeat,
+            ApiKey.LeaveGroup: self.leave_group,
+            ApiKey.OffsetCommit: self.offset_commit,
+            ApiKey.OffsetFetch: self.offset_fetch,
+            ApiKey.DescribeGroups: self.describe_groups,
+            ApiKey.ListGroups: self.list_groups,
+            ApiKey.InitProducerId: self.init_producer_id,
+            ApiKey.SaslHandshake: self.sasl_handshake,
+            ApiKey.SaslAuthenticate: self.sasl_authenticate,
+        }
+
+    async def api_versions(self, request: Any, _: Connection) -> Any:
+        keys = [
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in VERSIONS.items()
+        ]
+        return ApiVersionsResponse(error_code=0, api_keys=keys, throttle_time_ms=0)
+
+    def _address(self, connection: Connection) -> tuple[str, int]:
+        """The broker's address as clients are told it: the advertised host, else the one the
+        client connected to; the port it connected to."""
+        host, port = connection.local
+        return self._advertised_host or host, port
+
+    async def metadata(self, request: Any, connection: Connection) -> Any:
+        host, port = self._address(connection)
+        names = None if request.topics is None else [t.name for t in request.topics]
+        topics = []
+        for name in [t.name for t in self._messaging.topics()] if names is None else names:
+            try:
+                queues = self._messaging.queue_count(name)
+            except HalfmqError as exc:
+                topics.append(
+                    MetadataResponse.MetadataResponseTopic(error_code=error_code(exc), name=name, partitions=[])
+                )
+                continue
+            partitions = [
+                MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+                    error_code=0,
+                    partition_index=q,
+                    leader_id=NODE_ID,
+                    leader_epoch=0,
+                    replica_nodes=[NODE_ID],
+                    isr_nodes=[NODE_ID],
+                    offline_replicas=[],
+                )
+                for q in range(queues)
+            ]
+            topics.append(MetadataResponse.MetadataResponseTopic(error_code=0, name=name, partitions=partitions))
+        broker = MetadataResponse.MetadataResponseBroker(node_id=NODE_ID, host=host, port=port, rack=None)
+        return MetadataResponse(
+            throttle_time_ms=0, brokers=[broker], cluster_id=CLUSTER_ID, controller_id=NODE_ID, topics=topics
+        )
+
+    async def create_topics(self, request: Any, _: Connection) -> Any:
+        results = []
+        for topic in request.topics:
+            try:
+                if topic.assignments:
+                    raise InvalidArgument("halfmq places partitions itself: give a partition count, not assignments")
+                queues = 1 if topic.num_partitions == -1 else topic.num_partitions
+                if not 1 <= queues <= MAX_QUEUES:
+                    raise InvalidArgument(f"partitions must be between 1 and {MAX_QUEUES}, got {topic.num_partitions}")
+                if request.validate_only:
+                    self._messaging.topic(topic.name)
+                    raise TopicExists(f"topic {topic.name!r} exists")
+                if not await self._messaging.create_topic(topic.name, queues):
+                    raise TopicExists(f"topic {topic.name!r} exists")
+                code, message = 0, None
+            except NotFound:
+                code, message = 0, None  # validate_only: it could be created
+            except HalfmqError as exc:
+                code, message = error_code(exc), str(exc)
+            results.append(
+                CreateTopicsResponse.CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
+            )
+        return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+    async def produce(self, request: Any, _: Connection) -> Any:
+        topics = []
+        for data in request.topic_data:
+            partitions = []
+            for part in data.partition_data:
+                try:
+                    base = await self._append(data.name, part.index, part.records or b"")
+                    code, message = 0, None
+                except HalfmqError as exc:
+                    base, code, message = -1, error_code(exc), str(exc)
+                partitions.append(
+                    ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+                        index=part.index, error_code=code, base_offset=base, error_message=message
+                    )
+                )
+            topics.append(ProduceResponse.TopicProduceResponse(name=data.name, partition_responses=partitions))
+        return None if request.acks == 0 else ProduceResponse(responses=topics, throttle_time_ms=0)
+
+    async def _append(self, topic: str, partition: int, records: bytes) -> int:
+        """Store a partition's record batches; the first record's offset."""
+        self._messaging.topic(topic)
+        messages = [m for batch in read_batches(records) for m in to_messages(topic, batch, partition)]
+        if not messages:
+            raise InvalidArgument("a produce to a partition holds at least one record")
+        base = -1
+        for start in range(0, len(messages), MAX_BATCH):
+            placed = await self._messaging.send(messages[start : start + MAX_BATCH], queue_id=partition)
+            base = placed[0].queue_offset if base < 0 else base
+        return base
+
+    async def fetch(self, request: Any, _: Connection) -> Any:
+        deadline = self._clock() + request.max_wait_ms / 1000
+        while True:
+            responses, size = await self._fetch_once(request)
+            if size >= max(request.min_bytes, 1) or self._clock() >= deadline:
+                return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+            await asyncio.sleep(FETCH_POLL)
+
+    async def _fetch_once(self, request: Any) -> tuple[list[Any], int]:
+        budget = min(request.max_bytes, PULL_BYTES)
+        responses, total = [], 0
+        for topic in request.topics:
+            partitions = []
+            for part in topic.partitions:
+                records, low, high, code = b"", -1, -1, 0
+                try:
+                    batch = await self._messaging.pull(topic.topic, part.partition, part.fetch_offset, MAX_PULL)
+                    low, high = batch.min_offset, batch.max_offset
+                    if part.fetch_offset > high:
+                        raise OffsetOutOfRange(f"offset {part.fetch_offset} is past the partition's end {high}")
+                    messages = _within(batch.messages, min(part.partition_max_bytes, budget - total), first=total == 0)
+                    if messages:
+                        records = to_batch(messages)
+                        total += len(records)
+                except HalfmqError as exc:
+                    code = error_code(exc)
+                partitions.append(
+                    FetchResponse.FetchableTopicResponse.PartitionData(
+                        partition_index=part.partition,
+                        error_code=code,
+                        high_watermark=high,
+                        last_stable_offset=high,
+                        log_start_offset=low,
+                        aborted_transactions=[],
+                        records=records,
+                    )
+                )
+            responses.append(FetchResponse.FetchableTopicResponse(topic=topic.topic, partitions=partitions))
+        return responses, total
+
+    async def list_offsets(self, request: Any, _: Connection) -> Any:
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for part in topic.partitions:
+                code, offset = 0, -1
+                try:
+                    offset = await self._offset_for(topic.name, part.partition_index, part.timestamp)
+                except HalfmqError as exc:
+                    code = error_code(exc)
+                partitions.append(
+                    ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                        partition_index=part.partition_index, error_code=code, timestamp=-1, offset=offset
+                    )
+                )
+            topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+        return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+    async def _offset_for(self, topic: str, partition: int, timestamp: int) -> int:
+        """-1: the partition's end; -2: its start; else the first offset stored at or after ``timestamp``."""
+        queues = await self._messaging.queue_offsets(topic)
+        if partition not in queues:
+            raise NotFound(f"topic {topic!r} has no partition {partition}")
+        low, high = queues[partition]
+        if timestamp == -1:
+            return high
+        if timestamp == -2:
+            return low
+        return await self._messaging.offset_at(topic, partition, timestamp)
+
+    async def find_coordinator(self, request: Any, connection: Connection) -> Any:
+        host, port = self._address(connection)
+        return FindCoordinatorResponse(
+            throttle_time_ms=0, error_code=0, error_message=None, node_id=NODE_ID, host=host, port=port
+        )
+
+    async def join_group(self, request: Any, connection: Connection) -> Any:
+        header = request.header
+        rebalance = request.rebalance_timeout_ms if request.rebalance_timeout_ms >= 0 else request.session_timeout_ms
+        try:
+            joined = await self._groups.join(
+                request.group_id,
+                request.member_id,
+                client_id=header.client_id or "",
+                client_host=connection.client_host,
+                protocol_type=request.protocol_type,
+                protocols={p.name: bytes(p.metadata) for p in request.protocols},
+                session_timeout=request.session_timeout_ms / 1000,
+                rebalance_timeout=rebalance / 1000,
+            )
+        except KafkaError as exc:
+            return JoinGroupResponse(throttle_time_ms=0, error_code=exc.errno, generation_id=-1, protocol_name="",
+                                     leader="", member_id=request.member_id, members=[])  # fmt: skip
+        members = [JoinGroupResponse.JoinGroupResponseMember(member_id=m, metadata=meta) for m, meta in joined.members]
+        return JoinGroupResponse(
+            throttle_time_ms=0,
+            error_code=0,
+            generation_id=joined.generation,
+            protocol_name=joined.protocol,
+            leader=joined.leader,
+            member_id=joined.member_id,
+            members=members,
+        )
+
+    async def sync_group(self, request: Any, _: Connection) -> Any:
+        assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
+        try:
+            assignment = await self._groups.sync(
+                request.group_id, request.member_id, request.generation_id, assignments
+            )
+            code = 0
+        except KafkaError as exc:
+            assignment, code = b"", exc.errno
+        return SyncGroupResponse(throttle_time_ms=0, error_code=code, assignment=assignment)
+
+    async def heartbeat(self, request: Any, _: Connection) -> Any:
+        return HeartbeatResponse(
+            throttle_time_ms=0,
+            error_code=_code(self._groups.heartbeat, request.group_id, request.member_id, request.generation_id),
+        )
+
+    async def leave_group(self, request: Any, _: Connection) -> Any:
+        return LeaveGroupResponse(
+            throttle_time_ms=0, error_code=_code(self._groups.leave, request.group_id, request.member_id)
+        )
+
+    async def offset_commit(self, request: Any, _: Connection) -> Any:
+        generation = request.generation_id_or_member_epoch
+        group_code = _code(self._groups.check_generation, request.group_id, request.member_id, generation)
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for part in topic.partitions:
+                code = group_code
+                if not code:
+                    try:
+                        await self._messaging.commit_consumer_offset(
+                            request.group_id, topic.name, part.partition_index, part.committed_offset
+                        )
+                    except HalfmqError as exc:
+                        code = error_code(exc)
+                partitions.append(
+                    OffsetCommitResponse.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                        partition_index=part.partition_index, error_code=code
+                    )
+                )
+            topics.append(OffsetCommitResponse.OffsetCommitResponseTopic(name=topic.name, partitions=partitions))
+        return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+    async def offset_fetch(self, request: Any, _: Connection) -> Any:
+        wanted = request.topics
+        if wanted is None:
+            committed = await self._messaging.committed_offsets()
+            names = sorted({topic for group, topic, _, _ in committed if group == request.group_id})
+            wanted = [OffsetFetchRequest.OffsetFetchRequestTopic(name=n, partition_indexes=None) for n in names]
+        topics = []
+        for topic in wanted:
+            partitions = []
+            try:
+                offsets = await self._messaging.consumer_offsets(request.group_id, topic.name)
+                code = 0
+            except HalfmqError as exc:
+                offsets, code = {}, error_code(exc)
+            indexes = sorted(offsets) if topic.partition_indexes is None else topic.partition_indexes
+            for index in indexes:
+                partitions.append(
+                    OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition(
+                        partition_index=index, committed_offset=offsets.get(index, -1), metadata="", error_code=code
+                    )
+                )
+            topics.append(OffsetFetchResponse.OffsetFetchResponseTopic(name=topic.name, partitions=partitions))
+        return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=0)
+
+    async def describe_groups(self, request: Any, _: Connection) -> Any:
+        described = []
+        for name in request.groups:
+            group = self._groups.group(name)
+            members = (
+                []
+                if group is None
+                else [
+                    DescribeGroupsResponse.DescribedGroup.DescribedGroupMember(
+                        member_id=m.member_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.protocols.get(group.protocol, b""),
+                        member_assignment=m.assignment,
+                    )
+                    for m in group.members.values()
+                ]
+            )
+            described.append(
+                DescribeGroupsResponse.DescribedGroup(
+                    error_code=0,
+                    group_id=name,
+                    group_state="Dead" if group is None else group.state.value,
+                    protocol_type="" if group is None else group.protocol_type,
+                    protocol_data="" if group is None else group.protocol,
+                    members=members,
+                )
+            )
+        return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+
+    async def list_groups(self, request: Any, _: Connection) -> Any:
+        names = {group for group, _, _, _ in await self._messaging.committed_offsets()}
+        live = {g.name: g.protocol_type for g in self._groups.groups()}
+        listed = [
+            ListGroupsResponse.ListedGroup(group_id=name, protocol_type=live.get(name, "consumer"))
+            for name in sorted(names | set(live))
+        ]
+        return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=listed)
+
+    async def init_producer_id(self, request: Any, _: Connection) -> Any:
+        if request.transactional_id is not None:
+            return InitProducerIdResponse(
+                throttle_time_ms=0,
+                error_code=kerr.TransactionalIdAuthorizationFailedError.errno,
+                producer_id=-1,
+                producer_epoch=-1,
+            )
+        # An idempotent producer's id: random 62 bits, so that no producer, before or after a
+        # restart, shares one (its records' message ids are made of it).
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=0, producer_id=random.getrandbits(62), producer_epoch=0
+        )
+
+    async def sasl_handshake(self, request: Any, connection: Connection) -> Any:
+        code = 0 if request.mechanism == PLAIN else kerr.UnsupportedSaslMechanismError.errno
+        if not code:
+            connection.mechanism = PLAIN
+        return SaslHandshakeResponse(error_code=code, mechanisms=[PLAIN])
+
+    async def sasl_authenticate(self, request: Any, connection: Connection) -> Any:
+        parts = bytes(request.auth_bytes).split(b"\0")
+        password = parts[2].decode(errors="replace") if len(parts) == 3 else None
+        if connection.mechanism != PLAIN or self._auth_token is None or password != self._auth_token:
+            return SaslAuthenticateResponse(
+                error_code=kerr.SaslAuthenticationFailedError.errno,
+                error_message="authentication failed: PLAIN with the broker's auth token as the password",
+                auth_bytes=b"",
+            )
+        connection.authenticated = True
+        return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=b"")
+
+    def now_ms(self) -> int:
+        return to_ms(self._clock())
+
+
+def _within(messages: list[Any], budget: int, *, first: bool) -> list[Any]:
+    """The leading messages within ``budget`` bytes of body; the first fetched message always."""
+    taken: list[Any] = []
+    size = 0
+    for message in messages:
+        size += len(message.body) + 64
+        if size > budget and (taken or not first):
+            break
+        taken.append(message)
+    return taken
+
+
+def _code(call: Callable[..., None], *args: Any) -> int:
+    try:
+        call(*args)
+    except KafkaError as exc:
+        return exc.errno
+    return 0

@@ -1,0 +1,141 @@
+"""Kafka records to halfmq messages and back, exactly: key, value, headers and timestamp.
+
+A record's value is the message's body; its timestamp the message's born timestamp. Its key is
+the message's one key when it is UTF-8 text a RocketMQ key can hold (1-1024 characters), else it
+rides in the property ``__KAFKA_KEY`` (base64); a null value is marked by ``__KAFKA_NULL_VALUE``.
+Headers with distinct names, in name order and with UTF-8 values, are the message's properties;
+any other list of headers rides whole in ``__KAFKA_HEADERS`` (JSON), so order, repeats and
+binary or null values come back as sent. Read the other way, a message's keys (joined by spaces)
+are the record's key and its tag is a header ``TAGS``, as RocketMQ names the property.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+import uuid
+from collections.abc import Iterator, Sequence
+
+from kafka.errors import CorruptRecordError, UnsupportedCodecError
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from broker.errors import InvalidArgument
+from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, StoredMessage
+
+KEY = "__KAFKA_KEY"
+NULL_VALUE = "__KAFKA_NULL_VALUE"
+HEADERS = "__KAFKA_HEADERS"
+TAGS = "TAGS"
+HIDDEN = frozenset((*RESERVED_PROPERTIES, MESSAGE_GROUP, KEY, NULL_VALUE, HEADERS))
+MAX_KEY_CHARS = 1024
+
+Header = tuple[str, bytes | None]
+
+
+class BadRecords(InvalidArgument):
+    """A produce's records cannot be read: a corrupt batch, its CRC wrong, or an old format."""
+
+
+def read_batches(data: bytes) -> Iterator[DefaultRecordBatch]:
+    """The record batches of a produce, each checked against its CRC. Raises BadRecords."""
+    try:
+        records = MemoryRecords(bytes(data))
+        while records.has_next():
+            batch = records.next_batch()
+            if not isinstance(batch, DefaultRecordBatch):
+                raise BadRecords("only record batches of magic 2 are accepted")
+            if not batch.validate_crc():
+                raise BadRecords("a record batch's CRC does not match its contents")
+            yield batch
+        if records.valid_bytes() != len(data):
+            raise BadRecords("the records end inside a record batch")
+    except (CorruptRecordError, UnsupportedCodecError, struct.error, ValueError, IndexError) as exc:
+        raise BadRecords(f"corrupt record batch: {exc}") from None
+
+
+def to_messages(topic: str, batch: DefaultRecordBatch, partition: int) -> list[Message]:
+    """The messages of a batch. An idempotent producer's record gets the message id its producer
+    id, epoch, partition and sequence make, so a resent batch is stored once."""
+    messages = []
+    for index, record in enumerate(batch):
+        if batch.has_sequence:
+            message_id = f"kafka.{batch.producer_id}.{batch.producer_epoch}.{partition}.{batch.base_sequence + index}"
+        else:
+            message_id = f"kafka.{uuid.uuid4().hex}"
+        keys, properties = _key_of(record.key)
+        properties.update(_headers_of(list(record.headers)))
+        if record.value is None:
+            properties[NULL_VALUE] = "1"
+        messages.append(
+            Message(
+                topic=topic,
+                body=bytes(record.value or b""),
+                message_id=message_id,
+                keys=keys,
+                properties=properties,
+                born_timestamp=record.timestamp,
+            )
+        )
+    return messages
+
+
+def _key_of(key: bytes | None) -> tuple[tuple[str, ...], dict[str, str]]:
+    if key is None:
+        return (), {}
+    try:
+        text = bytes(key).decode()
+    except UnicodeDecodeError:
+        text = ""
+    if 0 < len(text) <= MAX_KEY_CHARS:
+        return (text,), {}
+    return (), {KEY: base64.b64encode(key).decode()}
+
+
+def _headers_of(headers: list[Header]) -> dict[str, str]:
+    names = [name for name, _ in headers]
+    plain = all(value is not None for _, value in headers) and not HIDDEN.intersection(names)
+    if plain and all(names) and names == sorted(set(names)):
+        try:
+            return {name: bytes(value or b"").decode() for name, value in headers}
+        except UnicodeDecodeError:
+            pass
+    listed = [[name, None if value is None else base64.b64encode(value).decode()] for name, value in headers]
+    return {HEADERS: json.dumps(listed)}
+
+
+def record_of(message: StoredMessage) -> tuple[bytes | None, bytes | None, list[Header]]:
+    """A stored message's key, value and headers as a Kafka consumer reads them."""
+    properties = message.properties
+    if KEY in properties:
+        key: bytes | None = base64.b64decode(properties[KEY])
+    else:
+        key = " ".join(message.keys).encode() if message.keys else None
+    value = None if NULL_VALUE in properties else message.body
+    if HEADERS in properties:
+        headers: list[Header] = [
+            (name, None if value is None else base64.b64decode(value))
+            for name, value in json.loads(properties[HEADERS])
+        ]
+    else:
+        headers = [(name, text.encode()) for name, text in sorted(properties.items()) if name not in HIDDEN]
+    if message.tags:
+        headers.append((TAGS, message.tags.encode()))
+    return key, value, headers
+
+
+def to_batch(messages: Sequence[StoredMessage]) -> bytes:
+    """One record batch holding ``messages`` (consecutive offsets of one queue, gaps allowed)."""
+    base = messages[0].queue_offset
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=-1, producer_epoch=-1,
+        base_sequence=-1, batch_size=2**31 - 1,
+    )  # fmt: skip
+    for message in messages:
+        key, value, headers = record_of(message)
+        timestamp = message.born_timestamp or message.store_timestamp
+        builder.append(message.queue_offset - base, timestamp=timestamp, key=key, value=value, headers=headers)
+    batch = builder.build()
+    struct.pack_into(">q", batch, 0, base)  # the base offset is outside the CRC, as a broker sets it
+    return bytes(batch)
