@@ -58,9 +58,10 @@ def read_batches(data: bytes) -> Iterator[DefaultRecordBatch]:
 def to_messages(topic: str, batch: DefaultRecordBatch, partition: int) -> list[Message]:
     """The messages of a batch. An idempotent producer's record gets the message id its producer
     id, epoch, partition and sequence make, so a resent batch is stored once."""
+    idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
     messages = []
     for index, record in enumerate(batch):
-        if batch.has_sequence:
+        if idempotent:
             message_id = f"kafka.{batch.producer_id}.{batch.producer_epoch}.{partition}.{batch.base_sequence + index}"
         else:
             message_id = f"kafka.{uuid.uuid4().hex}"

@@ -1,0 +1,94 @@
+"""The official Kafka clients as processes: tests/programs/kafka_client.py (confluent-kafka,
+kafka-python, aiokafka) and kafka_client.js (kafkajs), each mode printing JSON lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "tests" / "programs"
+PYTHON_CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
+CLIENTS = (*PYTHON_CLIENTS, "kafkajs")
+
+
+def npm_install(folder: Path, package: str) -> Path | str:
+    """``package`` installed from npm into ``folder`` (Node.js and npm from apt if missing): its
+    node_modules, or why it could not be had."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "nodejs", "npm"],
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, capture_output=True, timeout=900,
+        )  # fmt: skip
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return "Node.js and npm could not be installed on this machine"
+    installed = subprocess.run(
+        ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", package],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if installed.returncode != 0:
+        return f"npm could not install {package}: {installed.stderr[-500:]}"
+    return folder / "node_modules"
+
+
+class ClientProcess:
+    """One run of a client program; ``lines`` fills with its parsed output as it comes."""
+
+    def __init__(self, client: str, bootstrap: str, node_modules: Path | None, *args: str) -> None:
+        if client == "kafkajs":
+            command = ["node", str(PROGRAMS / "kafka_client.js"), bootstrap, *args]
+            env = {**os.environ, "NODE_PATH": str(node_modules)}
+        else:
+            command, env = [sys.executable, str(PROGRAMS / "kafka_client.py"), client, bootstrap, *args], None
+        self.process = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.lines: list[dict[str, Any]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(json.loads(line))
+
+    def records(self) -> list[dict[str, Any]]:
+        return [line["record"] for line in self.lines if "record" in line]
+
+    def assignment(self) -> list[int] | None:
+        """The partitions of its latest assignment (None before the first)."""
+        assigned = [line["assigned"] for line in self.lines if "assigned" in line]
+        return assigned[-1] if assigned else None
+
+    def stop(self, timeout: float = 60) -> None:
+        """Tell a consumer to close (leaving its group) and wait for it."""
+        assert self.process.stdin is not None
+        self.process.stdin.write("stop\n")
+        self.process.stdin.flush()
+        self.wait(timeout)
+
+    def wait(self, timeout: float = 60) -> list[dict[str, Any]]:
+        assert self.process.wait(timeout) == 0, f"the client exited with {self.process.returncode}"
+        self._reader.join(timeout)
+        return self.lines
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def run_client(client: str, bootstrap: str, node_modules: Path | None, *args: str) -> list[dict[str, Any]]:
+    return ClientProcess(client, bootstrap, node_modules, *args).wait(120)
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
