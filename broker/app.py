@@ -97,14 +97,13 @@ class Broker:
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
         self._rocketmq: grpc.aio.Server | None = None
-        self.kafka_groups = Coordinator(clock=self.clock)
+        self.kafka_groups = Coordinator()
         self._kafka = KafkaServer(
             KafkaApis(
                 self.messaging,
                 self.kafka_groups,
                 advertised_host=None if settings.advertised_address is None else settings.advertised_address[0],
                 auth_token=settings.auth_token,
-                clock=self.clock,
             ),
             auth_token=settings.auth_token,
             tls=None if settings.tls is None else settings.tls.server_context(),

@@ -11,6 +11,7 @@ subscription and sends the assignment in its SyncGroup, which every member then 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
@@ -21,8 +22,6 @@ from kafka.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-
-from broker.clock import Clock, system_clock
 
 SWEEP_INTERVAL = 0.25  # seconds between looks for members past their session timeout
 
@@ -79,9 +78,11 @@ class KafkaError(Exception):
 
 
 class Coordinator:
-    def __init__(self, clock: Clock = system_clock) -> None:
+    """Session timeouts are wall-clock time (``time.monotonic``), never the broker's clock, which
+    tests may move by hours."""
+
+    def __init__(self) -> None:
         self._groups: dict[str, Group] = {}
-        self._clock = clock
 
     def group(self, name: str) -> Group | None:
         return self._groups.get(name)
@@ -116,9 +117,9 @@ class Coordinator:
             protocols=protocols,
             session_timeout=session_timeout,
             rebalance_timeout=rebalance_timeout,
-            seen=self._clock(),
+            seen=time.monotonic(),
         )
-        member.protocols, member.seen = protocols, self._clock()
+        member.protocols, member.seen = protocols, time.monotonic()
         member.session_timeout, member.rebalance_timeout = session_timeout, rebalance_timeout
         group.members[member.member_id] = member
         group.protocol_type = protocol_type
@@ -179,7 +180,7 @@ class Coordinator:
             raise KafkaError(IllegalGenerationError.errno)
         if group.state is State.JOINING:
             raise KafkaError(RebalanceInProgressError.errno)
-        member.seen = self._clock()
+        member.seen = time.monotonic()
         if group.state is State.STABLE:
             return member.assignment
         member.synced = asyncio.get_running_loop().create_future()
@@ -194,7 +195,7 @@ class Coordinator:
 
     def heartbeat(self, name: str, member_id: str, generation: int) -> None:
         group, member = self._member(name, member_id)
-        member.seen = self._clock()
+        member.seen = time.monotonic()
         if group.state is State.JOINING:
             raise KafkaError(RebalanceInProgressError.errno)
         if generation != group.generation:
@@ -236,7 +237,7 @@ class Coordinator:
     async def run(self) -> None:
         """Remove the members whose session timed out (no heartbeat, join or sync in it)."""
         while True:
-            now = self._clock()
+            now = time.monotonic()
             for group in list(self._groups.values()):
                 for member in list(group.members.values()):
                     waiting = member.joined is not None and not member.joined.done()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +56,6 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
-from broker.clock import Clock, system_clock, to_ms
 from broker.errors import (
     HalfmqError,
     HiddenTopic,
@@ -157,13 +157,11 @@ class KafkaApis:
         *,
         advertised_host: str | None,
         auth_token: str | None,
-        clock: Clock = system_clock,
     ) -> None:
         self._messaging = messaging
         self._groups = coordinator
         self._advertised_host = advertised_host
         self._auth_token = auth_token
-        self._clock = clock
         self.handlers: dict[ApiKey, Callable[[Any, Connection], Awaitable[Any]]] = {
             ApiKey.ApiVersions: self.api_versions,
             ApiKey.Metadata: self.metadata,
@@ -283,10 +281,10 @@ class KafkaApis:
         return base
 
     async def fetch(self, request: Any, _: Connection) -> Any:
-        deadline = self._clock() + request.max_wait_ms / 1000
+        deadline = time.monotonic() + request.max_wait_ms / 1000  # a wait in real time, whatever the broker's clock
         while True:
             responses, size = await self._fetch_once(request)
-            if size >= max(request.min_bytes, 1) or self._clock() >= deadline:
+            if size >= max(request.min_bytes, 1) or time.monotonic() >= deadline:
                 return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
             await asyncio.sleep(FETCH_POLL)
 
@@ -525,9 +523,6 @@ class KafkaApis:
             )
         connection.authenticated = True
         return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=b"")
-
-    def now_ms(self) -> int:
-        return to_ms(self._clock())
 
 
 def _within(messages: list[Any], budget: int, *, first: bool) -> list[Any]:

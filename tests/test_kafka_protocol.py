@@ -1,0 +1,197 @@
+"""The Kafka port, spoken to frame by frame (requests built with kafka-python's protocol classes):
+records round-trip exactly, and bad input gets Kafka's error or a closed connection, changes
+nothing stored and never disturbs another connection."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from typing import Any
+
+import pytest
+from kafka import errors as kerr
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords
+
+from broker.kafka_api.records import read_batches, record_of, to_messages
+from broker.model import StoredMessage
+from tests.support import store_snapshot
+
+
+class Wire:
+    """One raw connection to the Kafka port."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self._correlation = 0
+
+    def call(self, request: Any, response_class: Any) -> Any:
+        self._correlation += 1
+        request.with_header(correlation_id=self._correlation, client_id="wire")
+        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
+        reply = self.receive()
+        decoded = response_class.decode(reply, version=request.API_VERSION, header=True)
+        assert decoded.header.correlation_id == self._correlation
+        return decoded
+
+    def receive(self) -> bytes:
+        size = struct.unpack(">i", self._exactly(4))[0]
+        return self._exactly(size)
+
+    def _exactly(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    def closed(self) -> bool:
+        """True once the broker has closed the connection."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionError:
+            return True
+
+
+def batch(records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]], **state: Any) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=state.get("compression", 0), is_transactional=False,
+        producer_id=state.get("producer_id", -1), producer_epoch=state.get("epoch", -1),
+        base_sequence=state.get("sequence", -1), batch_size=2**20,
+    )  # fmt: skip
+    for offset, (key, value, headers) in enumerate(records):
+        builder.append(offset, timestamp=1_700_000_000_000 + offset, key=key, value=value, headers=headers)
+    return bytes(builder.build())
+
+
+def produce(topic: str, partition: int, records: bytes, version: int = 7) -> Any:
+    return ProduceRequest[version](
+        transactional_id=None, acks=-1, timeout_ms=5000,
+        topic_data=[ProduceRequest.TopicProduceData(
+            name=topic, partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(index=partition,
+                                                                                           records=records)])],
+    )  # fmt: skip
+
+
+def fetch(topic: str, partition: int, offset: int) -> Any:
+    return FetchRequest[11](
+        replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=2**20, isolation_level=1,
+        topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
+            partition=partition, fetch_offset=offset, partition_max_bytes=2**20)])],
+        forgotten_topics_data=[], rack_id="",
+    )  # fmt: skip
+
+
+def partition_result(reply: Any) -> Any:
+    return reply.responses[0].partition_responses[0]
+
+
+ODD_RECORDS = [
+    (b"k1", b"v1", [("b", b"2"), ("a", b"1")]),  # headers out of name order
+    (None, None, []),  # a null key and a tombstone
+    (b"\xff\x00", b"", [("x", None), ("x", b"\x00\xff")]),  # a binary key, a null header, a repeated one
+    (b"", b"body", [("plain", "é".encode())]),  # an empty key, a UTF-8 header in name order
+    ("k" * 2000).encode(),
+]
+
+
+def test_records_of_every_shape_come_back_exactly_through_the_mapping():
+    records = [r for r in ODD_RECORDS if isinstance(r, tuple)] + [(ODD_RECORDS[-1], b"long key", [])]
+    (read,) = list(read_batches(batch(records)))  # type: ignore[arg-type]
+    messages = to_messages("orders", read, 0)
+    for offset, (message, (key, value, headers)) in enumerate(zip(messages, records, strict=True)):
+        stored = StoredMessage(
+            topic="orders", queue_id=0, queue_offset=offset, message_id=message.message_id, transaction_id="",
+            keys=message.keys, tags="", properties=message.properties, body=message.body,
+            born_timestamp=message.born_timestamp, store_timestamp=0,
+        )  # fmt: skip
+        assert record_of(stored) == (key, value, headers)
+        assert message.born_timestamp == 1_700_000_000_000 + offset
+
+
+def test_produced_records_are_fetched_exactly_with_their_offsets_and_timestamps(broker):
+    wire = Wire(broker.broker.kafka_port)
+    records = [r for r in ODD_RECORDS if isinstance(r, tuple)]
+    reply = wire.call(produce("orders", 1, batch(records)), ProduceResponse)  # type: ignore[arg-type]
+    assert (partition_result(reply).error_code, partition_result(reply).base_offset) == (0, 0)
+    fetched = wire.call(fetch("orders", 1, 0), FetchResponse).responses[0].partitions[0]
+    assert (fetched.error_code, fetched.high_watermark, fetched.log_start_offset) == (0, 4, 0)
+    got = [r for b in MemoryRecords(bytes(fetched.records)) for r in b]
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == [
+        (i, 1_700_000_000_000 + i, key, value, headers) for i, (key, value, headers) in enumerate(records)
+    ]
+
+
+def test_an_idempotent_producer_s_resent_batch_is_stored_once(broker):
+    wire = Wire(broker.broker.kafka_port)
+    sent = batch([(b"k", b"once", [])] * 3, producer_id=77, epoch=0, sequence=0)
+    first = partition_result(wire.call(produce("orders", 0, sent), ProduceResponse))
+    again = partition_result(wire.call(produce("orders", 0, sent), ProduceResponse))
+    assert (first.error_code, first.base_offset) == (again.error_code, again.base_offset) == (0, 0)
+    next_one = batch([(b"k", b"next", [])], producer_id=77, epoch=0, sequence=3)
+    assert partition_result(wire.call(produce("orders", 0, next_one), ProduceResponse)).base_offset == 3
+    fetched = wire.call(fetch("orders", 0, 0), FetchResponse).responses[0].partitions[0]
+    assert fetched.high_watermark == 4
+
+
+def corrupt_crc(records: bytes) -> bytes:
+    data = bytearray(records)
+    data[-1] ^= 0xFF  # the last record's last byte, inside the CRC's span
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("truncated frame", "closed"),
+        ("2 GiB size prefix", "closed"),
+        ("negative size prefix", "closed"),
+        ("unknown API key", "closed"),
+        ("version out of range", "closed"),
+        ("undecodable body", "closed"),
+        ("produce to a hidden topic", kerr.TopicAuthorizationFailedError.errno),
+        ("produce to an unknown topic", kerr.UnknownTopicOrPartitionError.errno),
+        ("produce to an unknown partition", kerr.InvalidRequestError.errno),
+        ("corrupt record batch CRC", kerr.CorruptRecordError.errno),
+        ("records cut short", kerr.CorruptRecordError.errno),
+    ],
+)
+def test_bad_input_gets_kafka_s_error_or_a_closed_connection_and_changes_nothing(broker, case, expected):
+    port = broker.broker.kafka_port
+    bystander = Wire(port)
+    bystander.call(ApiVersionsRequest[3](client_software_name="t", client_software_version="1"), ApiVersionsResponse)
+    good = batch([(b"k", b"v", [])])
+    partition_result(bystander.call(produce("orders", 0, good), ProduceResponse))
+    before = store_snapshot(broker.broker.settings.data_dir)
+    wire = Wire(port)
+    header = struct.pack(">hhih", 3, 8, 1, 4) + b"wire"
+    frames = {
+        "truncated frame": struct.pack(">i", 100) + header,
+        "2 GiB size prefix": struct.pack(">i", 2**31 - 1) + header,
+        "negative size prefix": struct.pack(">i", -5),
+        "unknown API key": struct.pack(">i", len(header)) + struct.pack(">hhih", 999, 0, 1, 4) + b"wire",
+        "version out of range": struct.pack(">i", len(header)) + struct.pack(">hhih", 3, 99, 1, 4) + b"wire",
+        "undecodable body": struct.pack(">i", len(header) + 3) + header + b"\xff\xff\xff",
+    }
+    if expected == "closed":
+        wire.sock.sendall(frames[case])
+        if case == "truncated frame":
+            wire.sock.shutdown(socket.SHUT_WR)
+        assert wire.closed()
+    else:
+        topic, partition, records = {
+            "produce to a hidden topic": ("RMQ_SYS_TRANS_HALF_TOPIC", 0, good),
+            "produce to an unknown topic": ("nowhere", 0, good),
+            "produce to an unknown partition": ("orders", 7, good),
+            "corrupt record batch CRC": ("orders", 0, corrupt_crc(good)),
+            "records cut short": ("orders", 0, good[:-3]),
+        }[case]
+        assert partition_result(wire.call(produce(topic, partition, records), ProduceResponse)).error_code == expected
+    assert store_snapshot(broker.broker.settings.data_dir) == before
+    meta = bystander.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False), MetadataResponse)
+    assert "orders" in [t.name for t in meta.topics]
