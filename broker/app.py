@@ -23,6 +23,7 @@ from broker.http_api.app import HttpServer
 from broker.kafka_api.groups import Coordinator
 from broker.kafka_api.handlers import KafkaApis
 from broker.kafka_api.server import KafkaServer
+from broker.kafka_api.transactions import KafkaTransactions
 from broker.kafka_txn import KafkaTxnService
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
@@ -101,6 +102,7 @@ class Broker:
         self._kafka = KafkaServer(
             KafkaApis(
                 self.messaging,
+                KafkaTransactions(self.kafka_txns, self.store),
                 self.kafka_groups,
                 advertised_host=None if settings.advertised_address is None else settings.advertised_address[0],
                 auth_token=settings.auth_token,

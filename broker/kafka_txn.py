@@ -66,12 +66,17 @@ class KafkaTxnService:
         return started
 
     async def send(
-        self, transactional_id: str, epoch: int, txn_number: int, messages: Sequence[Message]
+        self,
+        transactional_id: str,
+        epoch: int,
+        txn_number: int,
+        messages: Sequence[Message],
+        queue_id: int | None = None,
     ) -> list[tuple[int, int]]:
         """Store ``messages`` in transaction ``txn_number`` of the id, all or none; each goes to
-        the queue its message id picks. Returns each one's queue and offset. Raises, naming the
-        message, the error a plain send would get; ProducerFenced, InvalidTxnState or
-        TransactionAborted for a transaction that cannot take it."""
+        the queue its message id picks, or all to ``queue_id`` when given. Returns each one's
+        queue and offset. Raises, naming the message, the error a plain send would get;
+        ProducerFenced, InvalidTxnState or TransactionAborted for a transaction that cannot take it."""
         check_name("transactional id", transactional_id)
         if not 1 <= len(messages) <= MAX_BATCH:
             raise InvalidArgument(f"a send holds 1 to {MAX_BATCH} messages, got {len(messages)}")
@@ -83,7 +88,9 @@ class KafkaTxnService:
                     raise InvalidArgument("a message in a transaction cannot be delayed")
                 topic = self._store.topic(message.topic)
                 check_type(topic, MessageType.NORMAL)
-                placed.append((message, queue_for(message.message_id, topic.queues)))
+                if queue_id is not None and not 0 <= queue_id < topic.queues:
+                    raise InvalidArgument(f"topic {topic.name!r} has queues 0..{topic.queues - 1}, not {queue_id}")
+                placed.append((message, queue_for(message.message_id, topic.queues) if queue_id is None else queue_id))
             except HalfmqError as exc:
                 raise type(exc)(f"message {index}: {exc}") from None
         if len({(m.topic, m.message_id) for m in messages}) < len(messages):

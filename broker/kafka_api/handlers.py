@@ -48,7 +48,16 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TxnOffsetCommitRequest,
+)
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -67,7 +76,8 @@ from broker.errors import (
     TopicExists,
 )
 from broker.kafka_api.groups import Coordinator, KafkaError
-from broker.kafka_api.records import BadRecords, read_batches, to_batch, to_messages
+from broker.kafka_api.records import BadRecords, gap_marker, read_batches, to_batch, to_messages
+from broker.kafka_api.transactions import KafkaTransactions, txn_error
 from broker.messaging import MAX_BATCH, MessagingService
 from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES
 
@@ -96,6 +106,10 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ApiVersions: (0, 3),
     ApiKey.CreateTopics: (2, 4),
     ApiKey.InitProducerId: (0, 1),
+    ApiKey.AddPartitionsToTxn: (0, 2),
+    ApiKey.AddOffsetsToTxn: (0, 2),
+    ApiKey.EndTxn: (0, 2),
+    ApiKey.TxnOffsetCommit: (0, 2),
     ApiKey.SaslAuthenticate: (0, 1),
 }
 REQUESTS: dict[ApiKey, Any] = {
@@ -116,6 +130,10 @@ REQUESTS: dict[ApiKey, Any] = {
     ApiKey.ApiVersions: ApiVersionsRequest,
     ApiKey.CreateTopics: CreateTopicsRequest,
     ApiKey.InitProducerId: InitProducerIdRequest,
+    ApiKey.AddPartitionsToTxn: AddPartitionsToTxnRequest,
+    ApiKey.AddOffsetsToTxn: AddOffsetsToTxnRequest,
+    ApiKey.EndTxn: EndTxnRequest,
+    ApiKey.TxnOffsetCommit: TxnOffsetCommitRequest,
     ApiKey.SaslAuthenticate: SaslAuthenticateRequest,
 }
 PLAIN = "PLAIN"
@@ -153,12 +171,14 @@ class KafkaApis:
     def __init__(
         self,
         messaging: MessagingService,
+        transactions: KafkaTransactions,
         coordinator: Coordinator,
         *,
         advertised_host: str | None,
         auth_token: str | None,
     ) -> None:
         self._messaging = messaging
+        self._txns = transactions
         self._groups = coordinator
         self._advertised_host = advertised_host
         self._auth_token = auth_token
@@ -179,6 +199,10 @@ class KafkaApis:
             ApiKey.DescribeGroups: self.describe_groups,
             ApiKey.ListGroups: self.list_groups,
             ApiKey.InitProducerId: self.init_producer_id,
+            ApiKey.AddPartitionsToTxn: lambda request, _: transactions.add_partitions(request, self._topic_exists),
+            ApiKey.AddOffsetsToTxn: lambda request, _: transactions.add_offsets(request),
+            ApiKey.TxnOffsetCommit: lambda request, _: transactions.txn_offset_commit(request),
+            ApiKey.EndTxn: lambda request, _: transactions.end(request),
             ApiKey.SaslHandshake: self.sasl_handshake,
             ApiKey.SaslAuthenticate: self.sasl_authenticate,
         }
@@ -256,10 +280,11 @@ class KafkaApis:
             partitions = []
             for part in data.partition_data:
                 try:
-                    base = await self._append(data.name, part.index, part.records or b"")
+                    base = await self._append(data.name, part.index, part.records or b"", request.transactional_id)
                     code, message = 0, None
                 except HalfmqError as exc:
-                    base, code, message = -1, error_code(exc), str(exc)
+                    base, message = -1, str(exc)
+                    code = error_code(exc) if request.transactional_id is None else txn_error(exc)
                 partitions.append(
                     ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
                         index=part.index, error_code=code, base_offset=base, error_message=message
@@ -268,12 +293,18 @@ class KafkaApis:
             topics.append(ProduceResponse.TopicProduceResponse(name=data.name, partition_responses=partitions))
         return None if request.acks == 0 else ProduceResponse(responses=topics, throttle_time_ms=0)
 
-    async def _append(self, topic: str, partition: int, records: bytes) -> int:
-        """Store a partition's record batches; the first record's offset."""
+    async def _append(self, topic: str, partition: int, records: bytes, transactional_id: str | None) -> int:
+        """Store a partition's record batches (in the producer's transaction, for a transactional
+        producer); the first record's offset."""
         self._messaging.topic(topic)
-        messages = [m for batch in read_batches(records) for m in to_messages(topic, batch, partition)]
+        batches = list(read_batches(records))
+        messages = [m for batch in batches for m in to_messages(topic, batch, partition)]
         if not messages:
             raise InvalidArgument("a produce to a partition holds at least one record")
+        if transactional_id is not None:
+            if not all(batch.is_transactional for batch in batches):
+                raise InvalidArgument("a transactional producer's record batches are marked transactional")
+            return await self._txns.send(transactional_id, batches[0].producer_epoch, partition, messages)
         base = -1
         for start in range(0, len(messages), MAX_BATCH):
             placed = await self._messaging.send(messages[start : start + MAX_BATCH], queue_id=partition)
@@ -304,6 +335,8 @@ class KafkaApis:
                     if messages:
                         records = to_batch(messages)
                         total += len(records)
+                    elif not batch.messages and batch.next_offset > part.fetch_offset:  # only aborted offsets ahead
+                        records = gap_marker(part.fetch_offset, batch.next_offset)
                 except HalfmqError as exc:
                     code = error_code(exc)
                 partitions.append(
@@ -492,14 +525,16 @@ class KafkaApis:
         ]
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=listed)
 
+    def _topic_exists(self, name: str) -> bool:
+        try:
+            self._messaging.topic(name)
+        except HalfmqError:
+            return False
+        return True
+
     async def init_producer_id(self, request: Any, _: Connection) -> Any:
         if request.transactional_id is not None:
-            return InitProducerIdResponse(
-                throttle_time_ms=0,
-                error_code=kerr.TransactionalIdAuthorizationFailedError.errno,
-                producer_id=-1,
-                producer_epoch=-1,
-            )
+            return await self._txns.init_producer_id(request)
         # An idempotent producer's id: random 62 bits, so that no producer, before or after a
         # restart, shares one (its records' message ids are made of it).
         return InitProducerIdResponse(

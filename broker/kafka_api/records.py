@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from kafka.errors import CorruptRecordError, UnsupportedCodecError
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
+from kafka.record.util import calc_crc32c
 
 from broker.errors import InvalidArgument
 from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, StoredMessage
@@ -30,6 +31,7 @@ HEADERS = "__KAFKA_HEADERS"
 TAGS = "TAGS"
 HIDDEN = frozenset((*RESERVED_PROPERTIES, MESSAGE_GROUP, KEY, NULL_VALUE, HEADERS))
 MAX_KEY_CHARS = 1024
+_CONTROL = 0x20  # a record batch's control attribute bit
 
 Header = tuple[str, bytes | None]
 
@@ -139,4 +141,21 @@ def to_batch(messages: Sequence[StoredMessage]) -> bytes:
         builder.append(message.queue_offset - base, timestamp=timestamp, key=key, value=value, headers=headers)
     batch = builder.build()
     struct.pack_into(">q", batch, 0, base)  # the base offset is outside the CRC, as a broker sets it
+    return bytes(batch)
+
+
+def gap_marker(start: int, end: int) -> bytes:
+    """A control batch (one abort marker, at ``end - 1``) over offsets ``start`` to ``end`` that
+    hold no message (an aborted transaction's), so a consumer's position moves past them, as
+    it moves past Kafka's own transaction markers."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=True, producer_id=0, producer_epoch=0,
+        base_sequence=-1, batch_size=2**31 - 1,
+    )  # fmt: skip
+    builder.append(end - 1 - start, timestamp=0, key=struct.pack(">hh", 0, 0), value=b"\0\0\0\0\0\0", headers=[])
+    batch = builder.build()
+    attributes = DefaultRecordBatch.ATTRIBUTES_OFFSET
+    struct.pack_into(">h", batch, attributes, struct.unpack_from(">h", batch, attributes)[0] | _CONTROL)
+    struct.pack_into(">I", batch, DefaultRecordBatch.CRC_OFFSET, calc_crc32c(memoryview(batch)[attributes:]))
+    struct.pack_into(">q", batch, 0, start)
     return bytes(batch)
