@@ -92,3 +92,26 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
+
+
+class Session(ClientProcess):
+    """A ``transact`` run: a transactional producer doing what it is told, one line at a time."""
+
+    def __init__(self, client: str, bootstrap: str, transactional_id: str) -> None:
+        super().__init__(client, bootstrap, None, "transact", transactional_id)
+        wait_for(lambda: {"ready": True} in self.lines, 60, "the transactional producer to start")
+
+    def do(self, *commands: str) -> list[dict[str, Any]]:
+        """Run ``commands``; their replies."""
+        assert self.process.stdin is not None
+        start = len(self.lines)
+        for command in commands:
+            self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        wait_for(lambda: len(self.lines) >= start + len(commands), 60, f"{commands} to be done")
+        return self.lines[start:]
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.wait()

@@ -5,9 +5,14 @@ halfmq's Kafka port, for the tests: each mode does one thing and prints JSON lin
     kafka_client.py CLIENT BOOTSTRAP produce TOPIC COUNT FIRST   -> one line per acked record
     kafka_client.py CLIENT BOOTSTRAP consume TOPIC GROUP         -> {"assigned": [...]}, {"record": ...}
     kafka_client.py CLIENT BOOTSTRAP committed TOPIC GROUP PARTITIONS
+    kafka_client.py CLIENT BOOTSTRAP transact TRANSACTIONAL_ID   (confluent-kafka, aiokafka)
+    kafka_client.py CLIENT BOOTSTRAP read TOPIC[,TOPIC...]       (read_committed, every partition)
 
 ``consume`` commits each record it prints and runs until a line arrives on its stdin, then
 closes (leaving the group). Records carry key k<i>, value v<i> and headers n=<i>, bin=00ff.
+``transact`` starts a transactional producer, then does what each line on its stdin says
+(``begin``, ``produce TOPIC PARTITION VALUE``, ``flush``, ``commit``, ``abort``), printing
+{"done": LINE} or {"error": ...}. ``read`` prints every value readable now, by topic.
 """
 
 from __future__ import annotations
@@ -86,6 +91,44 @@ def confluent(bootstrap: str, mode: str, args: list[str]) -> None:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": args[1]})
         parts = [TopicPartition(args[0], p) for p in range(int(args[2]))]
         out(committed={p.partition: p.offset for p in consumer.committed(parts, timeout=10)})
+        consumer.close()
+    elif mode == "transact":
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": args[0], "linger.ms": 0})
+        producer.init_transactions(30)
+        out(ready=True)
+        for line in sys.stdin:
+            command, *words = line.split()
+            try:
+                if command == "begin":
+                    producer.begin_transaction()
+                elif command == "produce":
+                    producer.produce(words[0], partition=int(words[1]), value=words[2].encode())
+                elif command == "flush":
+                    assert producer.flush(30) == 0
+                elif command == "commit":
+                    producer.commit_transaction(30)
+                elif command == "abort":
+                    producer.abort_transaction(30)
+                out(done=line.strip())
+            except Exception as exc:
+                out(error=str(exc))
+    elif mode == "read":
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "reader", "isolation.level": "read_committed",
+             "enable.auto.commit": False}
+        )  # fmt: skip
+        topics = args[0].split(",")
+        metadata = consumer.list_topics(timeout=10).topics
+        parts = [TopicPartition(t, p, 0) for t in topics for p in metadata[t].partitions]
+        consumer.assign(parts)
+        values: dict[str, list[str]] = {t: [] for t in topics}
+        ends = {(t, p.partition): consumer.get_watermark_offsets(p, timeout=10)[1] for t in topics
+                for p in parts if p.topic == t}  # fmt: skip
+        while any(consumer.position([TopicPartition(t, p)])[0].offset < end for (t, p), end in ends.items() if end):
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                values[msg.topic()].append(msg.value().decode())
+        out(values=values)
         consumer.close()
 
 
@@ -188,6 +231,28 @@ async def aiokafka(bootstrap: str, mode: str, args: list[str]) -> None:
         await consumer.start()
         out(committed={p: await consumer.committed(TopicPartition(args[0], p)) for p in range(int(args[2]))})
         await consumer.stop()
+    elif mode == "transact":
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=args[0])
+        await producer.start()
+        out(ready=True)
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            command, *words = line.split()
+            try:
+                if command == "begin":
+                    await producer.begin_transaction()
+                elif command == "produce":
+                    await producer.send(words[0], partition=int(words[1]), value=words[2].encode())
+                elif command == "flush":
+                    await producer.flush()
+                elif command == "commit":
+                    await producer.commit_transaction()
+                elif command == "abort":
+                    await producer.abort_transaction()
+                out(done=line.strip())
+            except Exception as exc:
+                out(error=repr(exc))
+        await producer.stop()
 
 
 if __name__ == "__main__":
