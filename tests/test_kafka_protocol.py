@@ -195,3 +195,19 @@ def test_bad_input_gets_kafka_s_error_or_a_closed_connection_and_changes_nothing
     assert store_snapshot(broker.broker.settings.data_dir) == before
     meta = bystander.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False), MetadataResponse)
     assert "orders" in [t.name for t in meta.topics]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_record_batches_compressed_by_confluent_kafka_are_read(broker, codec):
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}", "compression.type": codec,
+                         "linger.ms": 50})  # fmt: skip
+    failed: list[object] = []
+    for i in range(40):
+        producer.produce("orders", partition=2, value=f"{codec} {i} ".encode() * 20,
+                         on_delivery=lambda err, _: failed.append(err) if err else None)  # fmt: skip
+    assert producer.flush(30) == 0 and failed == []
+    fetched = Wire(broker.broker.kafka_port).call(fetch("orders", 2, 0), FetchResponse).responses[0].partitions[0]
+    values = [r.value for b in MemoryRecords(bytes(fetched.records)) for r in b]
+    assert values == [f"{codec} {i} ".encode() * 20 for i in range(40)]
