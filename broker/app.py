@@ -107,6 +107,7 @@ class Broker:
                 advertised_host=None if settings.advertised_address is None else settings.advertised_address[0],
                 auth_token=settings.auth_token,
             ),
+            self.metrics,
             auth_token=settings.auth_token,
             tls=None if settings.tls is None else settings.tls.server_context(),
         )
@@ -145,6 +146,7 @@ class Broker:
             registry=self.registry,
             metrics=self.metrics,
             clock=self.clock,
+            ports=self.ports,
             controls=self.controls,
         )
         self._http = create_http_server(create_app(context), self.settings.host, self.settings.http_port)
@@ -175,6 +177,15 @@ class Broker:
             " (TLS)" if self.settings.tls else "", self.store.path,
             f", pulls also on ports {', '.join(map(str, pull_ports))}" if pull_ports else "",
         )  # fmt: skip
+
+    def ports(self) -> dict[str, int]:
+        """The port each protocol serves (rocketmq 0: its front end is off)."""
+        return {
+            "grpc": self.grpc_port,
+            "http": self.http_port,
+            "rocketmq": self.rocketmq_port,
+            "kafka": self.kafka_port,
+        }
 
     async def _start_rocketmq(self) -> None:
         """Serve the RocketMQ 5 protocol too, when its optional modules are installed."""

@@ -70,6 +70,9 @@ class Metrics:
         self._txn_open = Gauge(
             "halfmq_kafka_transactions_open", "Kafka-model transactions open", registry=self.registry
         )
+        self._kafka_requests = Counter(
+            "halfmq_kafka_requests", "Requests answered on the Kafka port, by API", ["api"], registry=self.registry
+        )
         self._batch = Histogram(
             "halfmq_store_group_commit_jobs",
             "Write jobs per group commit",
@@ -138,6 +141,9 @@ class Metrics:
 
     def pull_process_restarted(self) -> None:
         self._pull_restarts.inc()
+
+    def kafka_request(self, api: str) -> None:
+        self._kafka_requests.labels(api).inc()
 
     def packed(self, messages: int) -> None:
         self._packed.inc(messages)

@@ -35,8 +35,13 @@ def assert_error(response: httpx.Response, status: int, code: str) -> None:
     assert response.json()["error"]["message"]
 
 
-def test_health_and_openapi_are_served(http):
-    assert http.get("/healthz").json() == {"status": "ok", "pending_half_messages": 0, "producer_sessions": 0}
+def test_health_and_openapi_are_served(http, broker):
+    ports = {"grpc": broker.broker.grpc_port, "http": broker.broker.http_port,
+             "rocketmq": broker.broker.rocketmq_port, "kafka": broker.broker.kafka_port}  # fmt: skip
+    assert 0 not in ports.values()
+    assert http.get("/healthz").json() == {
+        "status": "ok", "pending_half_messages": 0, "producer_sessions": 0, "ports": ports
+    }  # fmt: skip
     schema = http.get("/openapi.json").json()
     assert {"/topics", "/transactions", "/transactions/{transaction_id}/resume", "/consumers"} <= set(schema["paths"])
     assert http.get("/docs").status_code == 200

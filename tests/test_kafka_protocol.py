@@ -8,6 +8,7 @@ import socket
 import struct
 from typing import Any
 
+import httpx
 import pytest
 from kafka import errors as kerr
 from kafka.protocol.consumer import FetchRequest, FetchResponse
@@ -125,6 +126,9 @@ def test_produced_records_are_fetched_exactly_with_their_offsets_and_timestamps(
     assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == [
         (i, 1_700_000_000_000 + i, key, value, headers) for i, (key, value, headers) in enumerate(records)
     ]
+    exposed = httpx.get(f"{broker.http}/metrics").text
+    assert 'halfmq_kafka_requests_total{api="Produce"} 1.0' in exposed
+    assert 'halfmq_kafka_requests_total{api="Fetch"} 1.0' in exposed
 
 
 def test_an_idempotent_producer_s_resent_batch_is_stored_once(broker):

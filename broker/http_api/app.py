@@ -80,6 +80,7 @@ def create_app(context: AdminContext) -> FastAPI:
             status="ok",
             pending_half_messages=context.store.pending_count(),
             producer_sessions=context.registry.session_count(),
+            ports=context.ports(),
         )
 
     @app.get("/stats", response_model=Stats, tags=["system"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fastapi import Request
@@ -25,6 +26,7 @@ class AdminContext:
     registry: ProducerRegistry
     metrics: Metrics
     clock: Clock
+    ports: Callable[[], dict[str, int]]  # each protocol's bound port
     controls: TestControls | None = None
 
 

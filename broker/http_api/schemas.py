@@ -219,6 +219,7 @@ class Health(BaseModel):
     status: str
     pending_half_messages: int
     producer_sessions: int
+    ports: dict[str, int] = Field(description="the port each protocol serves: grpc, http, rocketmq (0: off), kafka")
 
 
 def transaction_out(txn: Transaction, *, now_ms: int, online: bool, policy: CheckPolicy) -> dict[str, object]:

@@ -21,6 +21,7 @@ from kafka import errors as kerr
 from kafka.protocol.api_key import ApiKey
 
 from broker.kafka_api.handlers import REQUESTS, VERSIONS, Connection, KafkaApis
+from broker.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,11 @@ class BadFrame(Exception):
 
 
 class KafkaServer:
-    def __init__(self, apis: KafkaApis, *, auth_token: str | None, tls: ssl.SSLContext | None) -> None:
+    def __init__(
+        self, apis: KafkaApis, metrics: Metrics, *, auth_token: str | None, tls: ssl.SSLContext | None
+    ) -> None:
         self._apis = apis
+        self._metrics = metrics
         self._auth_token = auth_token
         self._tls = tls
         self._server: asyncio.Server | None = None
@@ -97,6 +101,7 @@ class KafkaServer:
         if not connection.authenticated and api_key not in OPEN_APIS:
             raise BadFrame(f"{ApiKey(api_key).name} before SASL authentication")
         reply = await self._apis.handlers[ApiKey(api_key)](request, connection)
+        self._metrics.kafka_request(ApiKey(api_key).name)
         return None if reply is None else _encode(reply, version, correlation_id)
 
 
