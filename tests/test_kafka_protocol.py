@@ -19,7 +19,9 @@ from kafka.record.memory_records import MemoryRecords
 
 from broker.kafka_api.records import read_batches, record_of, to_messages
 from broker.model import StoredMessage
-from tests.support import store_snapshot
+from broker.tls import TlsFiles
+from producer_sdk import PullConsumer
+from tests.support import BrokerThread, Pki, broker_settings, store_snapshot
 
 
 class Wire:
@@ -215,3 +217,29 @@ def test_record_batches_compressed_by_confluent_kafka_are_read(broker, codec):
     fetched = Wire(broker.broker.kafka_port).call(fetch("orders", 2, 0), FetchResponse).responses[0].partitions[0]
     values = [r.value for b in MemoryRecords(bytes(fetched.records)) for r in b]
     assert values == [f"{codec} {i} ".encode() * 20 for i in range(40)]
+
+
+def test_the_kafka_port_serves_tls_and_wants_the_auth_token_over_sasl_plain(tmp_path):
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient
+
+    pki = Pki(tmp_path / "pki")
+    broker = BrokerThread(broker_settings(tmp_path / "data", tls=TlsFiles(pki.server, pki.server), auth_token="s3cret"))
+    try:
+        secured = {"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}", "security.protocol": "SASL_SSL",
+                   "ssl.ca.location": str(pki.ca), "sasl.mechanisms": "PLAIN", "sasl.username": "any"}  # fmt: skip
+        producer = Producer({**secured, "sasl.password": "s3cret", "acks": "all"})
+        producer.produce("orders", partition=0, value=b"over tls")
+        assert producer.flush(30) == 0
+        before = store_snapshot(broker.broker.settings.data_dir)
+        refused = AdminClient({**secured, "sasl.password": "wrong"})
+        with pytest.raises(KafkaException):  # librdkafka logs the broker's "SASL authentication error"
+            refused.list_topics(timeout=10)
+        plain = Wire(broker.broker.kafka_port)
+        plain.sock.sendall(b"\x00\x00\x00\x0a" + bytes(10))  # not TLS: the handshake fails, the socket closes
+        assert plain.closed()
+        assert store_snapshot(broker.broker.settings.data_dir) == before
+        with PullConsumer(group="g", broker=broker.address, tls_ca=pki.ca, token="s3cret") as consumer:
+            assert consumer.pull("orders", queue_id=0, offset=0, max_messages=8).messages[0].body == b"over tls"
+    finally:
+        broker.stop()
