@@ -12,7 +12,8 @@ halfmq's Kafka port, for the tests: each mode does one thing and prints JSON lin
 closes (leaving the group). Records carry key k<i>, value v<i> and headers n=<i>, bin=00ff.
 ``transact`` starts a transactional producer, then does what each line on its stdin says
 (``begin``, ``produce TOPIC PARTITION VALUE``, ``flush``, ``commit``, ``abort``), printing
-{"done": LINE} or {"error": ...}. ``read`` prints every value readable now, by topic.
+{"done": LINE} or {"error": ...}. ``read`` prints every value readable now, by topic, and
+every record.
 """
 
 from __future__ import annotations
@@ -122,13 +123,15 @@ def confluent(bootstrap: str, mode: str, args: list[str]) -> None:
         parts = [TopicPartition(t, p, 0) for t in topics for p in metadata[t].partitions]
         consumer.assign(parts)
         values: dict[str, list[str]] = {t: [] for t in topics}
+        records: list[dict[str, Any]] = []
         ends = {(t, p.partition): consumer.get_watermark_offsets(p, timeout=10)[1] for t in topics
                 for p in parts if p.topic == t}  # fmt: skip
         while any(consumer.position([TopicPartition(t, p)])[0].offset < end for (t, p), end in ends.items() if end):
             msg = consumer.poll(0.5)
             if msg is not None and not msg.error():
                 values[msg.topic()].append(msg.value().decode())
-        out(values=values)
+                records.append(shown(msg.partition(), msg.offset(), msg.key() or b"", msg.value(), msg.headers()))
+        out(values=values, records=records)
         consumer.close()
 
 
