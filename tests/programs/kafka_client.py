@@ -7,6 +7,8 @@ halfmq's Kafka port, for the tests: each mode does one thing and prints JSON lin
     kafka_client.py CLIENT BOOTSTRAP committed TOPIC GROUP PARTITIONS
     kafka_client.py CLIENT BOOTSTRAP transact TRANSACTIONAL_ID   (confluent-kafka, aiokafka)
     kafka_client.py CLIENT BOOTSTRAP read TOPIC[,TOPIC...]       (read_committed, every partition)
+    kafka_client.py confluent-kafka BOOTSTRAP idempotent TOPIC
+    kafka_client.py confluent-kafka BOOTSTRAP transactions TRANSACTIONAL_ID TOPIC
 
 ``consume`` commits each record it prints and runs until a line arrives on its stdin, then
 closes (leaving the group). Records carry key k<i>, value v<i> and headers n=<i>, bin=00ff.
@@ -14,6 +16,12 @@ closes (leaving the group). Records carry key k<i>, value v<i> and headers n=<i>
 (``begin``, ``produce TOPIC PARTITION VALUE``, ``flush``, ``commit``, ``abort``), printing
 {"done": LINE} or {"error": ...}. ``read`` prints every value readable now, by topic, and
 every record.
+``idempotent`` sends values i0, i1, ... with an idempotent producer, one per 2.5 ms, until a line
+arrives on its stdin, then flushes; it prints {"acked": VALUE} for each one the broker
+acknowledged. ``transactions`` commits transactions of five values each (t<n>a<attempt>-<k>,
+over the partitions) until a line arrives on its stdin, riding out a broker
+that goes away: a retriable error retries the call, an abortable one aborts and tries again
+(the next attempt), a fatal one starts a new producer; prints {"committed": "t<n>a<attempt>"}.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import asyncio
 import json
 import sys
 import threading
+import time
 from typing import Any
 
 
@@ -113,6 +122,23 @@ def confluent(bootstrap: str, mode: str, args: list[str]) -> None:
                 out(done=line.strip())
             except Exception as exc:
                 out(error=str(exc))
+    elif mode == "idempotent":
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
+
+        def acked(err: Any, msg: Any) -> None:
+            if err is None:
+                out(acked=msg.value().decode())
+
+        stop, i = stop_requested(), 0
+        while not stop.is_set():
+            producer.produce(args[0], value=f"i{i}".encode(), on_delivery=acked)
+            producer.poll(0)
+            time.sleep(0.0025)
+            i += 1
+        assert producer.flush(120) == 0
+        out(sent=i)
+    elif mode == "transactions":
+        transactions(bootstrap, args[0], args[1])
     elif mode == "read":
         consumer = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": "reader", "isolation.level": "read_committed",
@@ -133,6 +159,44 @@ def confluent(bootstrap: str, mode: str, args: list[str]) -> None:
                 records.append(shown(msg.partition(), msg.offset(), msg.key() or b"", msg.value(), msg.headers()))
         out(values=values, records=records)
         consumer.close()
+
+
+def transactions(bootstrap: str, transactional_id: str, topic: str) -> None:
+    from confluent_kafka import KafkaException, Producer
+
+    def new_producer() -> Any:
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+        retried(producer.init_transactions, 10)
+        return producer
+
+    def retried(call: Any, *args: Any) -> None:
+        while True:
+            try:
+                return call(*args)
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+                time.sleep(0.2)
+
+    producer, attempt, n, stop = new_producer(), 0, 0, stop_requested()
+    while not stop.is_set():
+        n += 1
+        while True:
+            attempt += 1
+            name = f"t{n}a{attempt}"
+            try:
+                retried(producer.begin_transaction)
+                for k in range(5):
+                    producer.produce(topic, partition=k % 4, value=f"{name}-{k}".encode())
+                retried(producer.commit_transaction, 10)
+                out(committed=name)
+                time.sleep(0.05)
+                break
+            except KafkaException as exc:
+                if exc.args[0].txn_requires_abort():
+                    retried(producer.abort_transaction, 10)
+                else:
+                    producer = new_producer()
 
 
 def kafka_python(bootstrap: str, mode: str, args: list[str]) -> None:

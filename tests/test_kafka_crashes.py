@@ -1,0 +1,52 @@
+"""The broker SIGKILLed under confluent-kafka's idempotent and transactional producers: no
+acknowledged record lost, none stored twice, every transaction all or none."""
+
+from __future__ import annotations
+
+import collections
+import re
+import time
+
+from tests.kafka_clients import ClientProcess, wait_for
+from tests.processes import started_broker
+from tests.support import topic_rows
+
+KILLS = 3
+
+
+def test_a_broker_killed_three_times_under_idempotent_and_transactional_producers_loses_and_doubles_nothing(tmp_path):
+    broker = started_broker(tmp_path)
+    bootstrap = f"127.0.0.1:{broker.kafka_port}"
+    clients = []
+    try:
+        idempotent = ClientProcess("confluent-kafka", bootstrap, None, "idempotent", "orders")
+        transactional = ClientProcess("confluent-kafka", bootstrap, None, "transactions", "killed", "orders")
+        clients = [idempotent, transactional]
+        for kill in range(KILLS + 1):
+            seen = len(idempotent.lines), len(transactional.lines)
+            wait_for(
+                lambda seen=seen: len(idempotent.lines) >= seen[0] + 300 and len(transactional.lines) >= seen[1] + 10,
+                120,
+                "the producers to make progress",
+            )
+            if kill < KILLS:
+                broker.kill()
+                time.sleep(0.5)
+                broker.start()
+        idempotent.stop(240)
+        transactional.stop(240)
+        (sent,) = [line["sent"] for line in idempotent.lines if "sent" in line]
+        acked = {line["acked"] for line in idempotent.lines if "acked" in line}
+        committed = [line["committed"] for line in transactional.lines]
+    finally:
+        for client in clients:
+            client.kill()
+        broker.stop()
+    stored = collections.Counter(body.decode() for _, _, _, body in topic_rows(broker.data_dir, "orders"))
+    assert len(acked) == sent, "every record sent was acknowledged in the end"
+    assert {v for v in stored if v.startswith("i")} == acked
+    assert [v for v, n in stored.items() if n > 1] == [], "no record is stored twice"
+    attempts = collections.Counter(re.sub(r"-\d$", "", v) for v in stored if v.startswith("t"))
+    assert set(attempts.values()) <= {5}, "a transaction's records are all stored or none"
+    assert sorted(attempts) == sorted(committed)
+    assert len({name.split("a")[0] for name in committed}) == len(committed), "no transaction committed twice"
