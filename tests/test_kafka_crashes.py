@@ -4,14 +4,17 @@ acknowledged record lost, none stored twice, every transaction all or none."""
 from __future__ import annotations
 
 import collections
+import random
 import re
 import time
 
-from tests.kafka_clients import ClientProcess, wait_for
+from producer_sdk import Message, Producer, PullConsumer
+from tests.kafka_clients import ClientProcess, run_client, wait_for
 from tests.processes import started_broker
 from tests.support import topic_rows
 
 KILLS = 3
+INPUTS = 3000
 
 
 def test_a_broker_killed_three_times_under_idempotent_and_transactional_producers_loses_and_doubles_nothing(tmp_path):
@@ -50,3 +53,39 @@ def test_a_broker_killed_three_times_under_idempotent_and_transactional_producer
     assert set(attempts.values()) <= {5}, "a transaction's records are all stored or none"
     assert sorted(attempts) == sorted(committed)
     assert len({name.split("a")[0] for name in committed}) == len(committed), "no transaction committed twice"
+
+
+def test_a_transform_killed_at_random_points_and_restarted_makes_one_output_per_input(tmp_path):
+    """Consume-transform-produce with send_offsets_to_transaction: SIGKILLed at random moments
+    (mid-transaction among them) and started again, five times."""
+    broker = started_broker(tmp_path, "--topic", "inputs:4", "--topic", "outputs:4")
+    bootstrap = f"127.0.0.1:{broker.kafka_port}"
+    transform = None
+    try:
+        with Producer(broker=broker.address) as native:
+            for start in range(0, INPUTS, 1000):
+                native.send_batch([Message(topic="inputs", body=f"v{i}".encode()) for i in range(start, start + 1000)])
+        rounds, progress = random.Random(36), []
+        for _ in range(5):
+            transform = ClientProcess("confluent-kafka", bootstrap, None, "transform", "inputs", "outputs", "billing",
+                                      "billing-1")  # fmt: skip
+            time.sleep(rounds.uniform(2.0, 6.0))
+            transform.kill()
+            progress.append(sum(line["committed"] for line in transform.lines))
+        assert sum(progress) < INPUTS and len([p for p in progress if p]) >= 2, f"killed mid-stream: {progress}"
+        transform = ClientProcess("confluent-kafka", bootstrap, None, "transform", "inputs", "outputs", "billing",
+                                  "billing-1")  # fmt: skip
+        with PullConsumer(group="billing", broker=broker.address) as consumer:
+            ends = {q: high for q, (_, high) in consumer.queue_offsets("inputs").items()}
+
+            def caught_up() -> bool:
+                return consumer.committed_offsets("inputs") == ends
+
+            wait_for(caught_up, 120, "the transform to commit the inputs' ends")
+        transform.kill()
+        (line,) = run_client("confluent-kafka", bootstrap, None, "read", "outputs")
+    finally:
+        if transform is not None:
+            transform.kill()
+        broker.stop()
+    assert sorted(line["values"]["outputs"]) == sorted(f"out-v{i}" for i in range(INPUTS))

@@ -9,6 +9,7 @@ halfmq's Kafka port, for the tests: each mode does one thing and prints JSON lin
     kafka_client.py CLIENT BOOTSTRAP read TOPIC[,TOPIC...]       (read_committed, every partition)
     kafka_client.py confluent-kafka BOOTSTRAP idempotent TOPIC
     kafka_client.py confluent-kafka BOOTSTRAP transactions TRANSACTIONAL_ID TOPIC
+    kafka_client.py confluent-kafka BOOTSTRAP transform IN OUT GROUP TRANSACTIONAL_ID
 
 ``consume`` commits each record it prints and runs until a line arrives on its stdin, then
 closes (leaving the group). Records carry key k<i>, value v<i> and headers n=<i>, bin=00ff.
@@ -22,6 +23,9 @@ acknowledged. ``transactions`` commits transactions of five values each (t<n>a<a
 over the partitions) until a line arrives on its stdin, riding out a broker
 that goes away: a retriable error retries the call, an abortable one aborts and tries again
 (the next attempt), a fatal one starts a new producer; prints {"committed": "t<n>a<attempt>"}.
+``transform`` consumes IN in GROUP (read_committed) and, in one transaction per batch, produces
+"out-<value>" to OUT with the batch's offsets (a batch of 10 takes 50 ms of work), until killed;
+prints {"committed": COUNT}.
 """
 
 from __future__ import annotations
@@ -139,6 +143,28 @@ def confluent(bootstrap: str, mode: str, args: list[str]) -> None:
         out(sent=i)
     elif mode == "transactions":
         transactions(bootstrap, args[0], args[1])
+    elif mode == "transform":
+        source, sink, group, transactional_id = args
+        consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+             "enable.auto.commit": False, "isolation.level": "read_committed", "session.timeout.ms": 3000,
+             "heartbeat.interval.ms": 300}
+        )  # fmt: skip
+        consumer.subscribe([source])
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+        producer.init_transactions(30)
+        while True:
+            batch = [m for m in consumer.consume(num_messages=10, timeout=0.2) if not m.error()]
+            if not batch:
+                continue
+            time.sleep(0.05)  # the transform's own work
+            producer.begin_transaction()
+            for message in batch:
+                producer.produce(sink, key=message.key(), value=b"out-" + message.value())
+            positions = consumer.position(consumer.assignment())
+            producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(30)
+            out(committed=len(batch))
     elif mode == "read":
         consumer = Consumer(
             {"bootstrap.servers": bootstrap, "group.id": "reader", "isolation.level": "read_committed",
