@@ -1,7 +1,8 @@
 # halfmq broker image: the broker, its RocketMQ 5 front end and its CLI (no Spark, no SDK).
 #   podman build --format docker --build-arg BASE_IMAGE="$HALFMQ_BASE_IMAGE" -t halfmq .   (see scripts/container-base.sh;
 #   --format docker keeps the HEALTHCHECK, which the OCI format drops)
-#   podman run -d -v halfmq-data:/data -p 10911:10911 -p 8080:8080 -p 8081:8081 -e HALFMQ_TOPICS=orders:4 halfmq
+#   podman run -d -v halfmq-data:/data -p 10911:10911 -p 8080:8080 -p 8081:8081 -p 9092:9092 \
+#     -e HALFMQ_TOPICS=orders:4 halfmq
 #   a token from a mounted secret: -v ./token:/run/secrets/halfmq-token:ro -e HALFMQ_AUTH_TOKEN_FILE=/run/secrets/halfmq-token
 #   TLS from mounted files: -v ./tls:/run/secrets/halfmq-tls:ro -e HALFMQ_TLS_CERT=/run/secrets/halfmq-tls/cert.pem
 #     -e HALFMQ_TLS_KEY=/run/secrets/halfmq-tls/key.pem (and HALFMQ_TLS_CLIENT_CA for mutual TLS)
@@ -31,8 +32,9 @@ ENV HALFMQ_HOST=0.0.0.0 \
     HALFMQ_DATA_DIR=/data \
     HALFMQ_GRPC_PORT=10911 \
     HALFMQ_HTTP_PORT=8080 \
-    HALFMQ_ROCKETMQ_PORT=8081
-EXPOSE 10911 8080 8081
+    HALFMQ_ROCKETMQ_PORT=8081 \
+    HALFMQ_KAFKA_PORT=9092
+EXPOSE 10911 8080 8081 9092
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
     CMD ["python", "-m", "broker.healthcheck"]
 ENTRYPOINT ["halfmq-broker"]

@@ -72,11 +72,14 @@ def start(args: list[str], ready: str, cwd: Path = ROOT) -> subprocess.Popen[byt
 
 
 def start_broker(data: Path, *flags: str, tree: Path = ROOT) -> tuple[subprocess.Popen[bytes], str]:
-    """A broker process on ``data`` with ``flags``, its gRPC port free and its HTTP and RocketMQ
-    ports on 0, once it serves; and its gRPC address. ``tree``: the source tree whose broker runs
-    (``python -m broker`` in it imports its own)."""
+    """A broker process on ``data`` with ``flags``, its gRPC port free and its HTTP, RocketMQ and
+    Kafka ports on 0 (unless ``flags`` name them), once it serves; and its gRPC address.
+    ``tree``: the source tree whose broker runs (``python -m broker`` in it imports its own)."""
     port = free_port()
-    args = ["--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0", "--rocketmq-port", "0", *flags]
+    args = ["--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0", "--rocketmq-port", "0"]
+    if (tree / "broker" / "kafka_api").is_dir():  # an older tree's broker has no Kafka port
+        args += ["--kafka-port", "0"]
+    args += flags
     return start([sys.executable, "-m", "broker", *args], "halfmq broker ready", tree), f"127.0.0.1:{port}"
 
 

@@ -80,6 +80,7 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
     official RocketMQ 5 clients both work."""
     env, tag = image
     grpc_port, http_port, rocketmq_port, pull_port = free_port(), free_port(), free_port(), free_port()
+    kafka_port = free_port()
     secret = tmp_path / "token"
     secret.write_text("s3cret\n")
     secret.chmod(0o644)
@@ -91,7 +92,8 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
             env, "run", "-d", "--name", name, "--network", "host", "-v", f"{volume}:/data",
             # Host networking shares the host's interfaces: bind loopback only.
             "-e", "HALFMQ_HOST=127.0.0.1", "-e", f"HALFMQ_GRPC_PORT={grpc_port}", "-e", f"HALFMQ_HTTP_PORT={http_port}",
-            "-e", f"HALFMQ_ROCKETMQ_PORT={rocketmq_port}", "-v", f"{secret}:/run/secrets/halfmq-token:ro,Z",
+            "-e", f"HALFMQ_ROCKETMQ_PORT={rocketmq_port}", "-e", f"HALFMQ_KAFKA_PORT={kafka_port}",
+            "-v", f"{secret}:/run/secrets/halfmq-token:ro,Z",
             "-e", "HALFMQ_AUTH_TOKEN_FILE=/run/secrets/halfmq-token", "-v", f"{pki.server}:/run/secrets/tls.pem:ro,Z",
             "-e", "HALFMQ_TLS_CERT=/run/secrets/tls.pem", "-e", "HALFMQ_TLS_KEY=/run/secrets/tls.pem",
             "-e", "HALFMQ_TOPICS=orders:4", "-e", "HALFMQ_CHECK_INTERVAL=0.5", "-e", "HALFMQ_TRANSACTION_TIMEOUT=1",
