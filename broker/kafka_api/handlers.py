@@ -275,23 +275,35 @@ class KafkaApis:
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
     async def produce(self, request: Any, _: Connection) -> Any:
-        topics = []
-        for data in request.topic_data:
-            partitions = []
-            for part in data.partition_data:
-                try:
-                    base = await self._append(data.name, part.index, part.records or b"", request.transactional_id)
-                    code, message = 0, None
-                except HalfmqError as exc:
-                    base, message = -1, str(exc)
-                    code = error_code(exc) if request.transactional_id is None else txn_error(exc)
-                partitions.append(
-                    ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
-                        index=part.index, error_code=code, base_offset=base, error_message=message
-                    )
+        """Each partition's records are stored on their own, all at once, so that one group
+        commit of the store's writer takes them together."""
+        stored = iter(
+            await asyncio.gather(
+                *(
+                    self._produce_partition(data.name, part, request.transactional_id)
+                    for data in request.topic_data
+                    for part in data.partition_data
                 )
-            topics.append(ProduceResponse.TopicProduceResponse(name=data.name, partition_responses=partitions))
+            )
+        )
+        topics = [
+            ProduceResponse.TopicProduceResponse(
+                name=data.name, partition_responses=[next(stored) for _ in data.partition_data]
+            )
+            for data in request.topic_data
+        ]
         return None if request.acks == 0 else ProduceResponse(responses=topics, throttle_time_ms=0)
+
+    async def _produce_partition(self, topic: str, part: Any, transactional_id: str | None) -> Any:
+        try:
+            base = await self._append(topic, part.index, part.records or b"", transactional_id)
+            code, message = 0, None
+        except HalfmqError as exc:
+            base, message = -1, str(exc)
+            code = error_code(exc) if transactional_id is None else txn_error(exc)
+        return ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+            index=part.index, error_code=code, base_offset=base, error_message=message
+        )
 
     async def _append(self, topic: str, partition: int, records: bytes, transactional_id: str | None) -> int:
         """Store a partition's record batches (in the producer's transaction, for a transactional

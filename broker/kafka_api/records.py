@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import struct
-import uuid
 from collections.abc import Iterator, Sequence
 
 from kafka.errors import CorruptRecordError, UnsupportedCodecError
@@ -23,7 +22,7 @@ from kafka.record.memory_records import MemoryRecords
 from kafka.record.util import calc_crc32c
 
 from broker.errors import InvalidArgument
-from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, StoredMessage
+from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, StoredMessage, new_transaction_id
 
 KEY = "__KAFKA_KEY"
 NULL_VALUE = "__KAFKA_NULL_VALUE"
@@ -66,7 +65,7 @@ def to_messages(topic: str, batch: DefaultRecordBatch, partition: int) -> list[M
         if idempotent:
             message_id = f"kafka.{batch.producer_id}.{batch.producer_epoch}.{partition}.{batch.base_sequence + index}"
         else:
-            message_id = f"kafka.{uuid.uuid4().hex}"
+            message_id = f"kafka.{new_transaction_id()}"
         keys, properties = _key_of(record.key)
         properties.update(_headers_of(list(record.headers)))
         if record.value is None:
