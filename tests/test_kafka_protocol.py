@@ -20,7 +20,8 @@ from kafka.record.memory_records import MemoryRecords
 from broker.kafka_api.records import read_batches, record_of, to_messages
 from broker.model import StoredMessage
 from broker.tls import TlsFiles
-from producer_sdk import PullConsumer
+from producer_sdk import Message as SdkMessage
+from producer_sdk import Producer, PullConsumer, TransactionalProducer
 from tests.support import BrokerThread, Pki, broker_settings, store_snapshot
 
 
@@ -243,3 +244,38 @@ def test_the_kafka_port_serves_tls_and_wants_the_auth_token_over_sasl_plain(tmp_
             assert consumer.pull("orders", queue_id=0, offset=0, max_messages=8).messages[0].body == b"over tls"
     finally:
         broker.stop()
+
+
+def test_offsets_waiting_in_an_open_transaction_are_unstable_to_a_fetch_that_requires_stable(broker):
+    from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
+
+    wire = Wire(broker.broker.kafka_port)
+
+    def fetched(version: int, require_stable: bool) -> tuple[int, int]:
+        request = OffsetFetchRequest[version](
+            group_id="etl", require_stable=require_stable,
+            topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="orders", partition_indexes=[1])],
+        )  # fmt: skip
+        (part,) = wire.call(request, OffsetFetchResponse).topics[0].partitions
+        return part.error_code, part.committed_offset
+
+    with Producer(broker=broker.address) as plain:
+        plain.send_batch([SdkMessage(topic="orders", body=f"o{i}".encode()) for i in range(8)])
+    with PullConsumer(group="etl", broker=broker.address) as consumer:
+        end = consumer.queue_offsets("orders")[1][1]
+    with TransactionalProducer(transactional_id="etl-1", broker=broker.address) as producer:
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction({("orders", 1): end}, group="etl")
+        assert fetched(7, True) == (kerr.UnstableOffsetCommitError.errno, -1)
+        assert fetched(7, False) == fetched(5, False) == (0, -1), "nothing committed yet"
+        producer.commit_transaction()
+    assert fetched(7, True) == (0, end)
+
+
+def test_topics_are_not_deleted(broker):
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}"})
+    with pytest.raises(Exception, match="TOPIC_DELETION_DISABLED"):
+        admin.delete_topics(["orders"])["orders"].result(timeout=10)
+    assert "orders" in admin.list_topics(timeout=10).topics

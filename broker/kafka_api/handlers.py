@@ -16,6 +16,8 @@ from kafka import errors as kerr
 from kafka.protocol.admin import (
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
@@ -94,7 +96,7 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ListOffsets: (1, 5),
     ApiKey.Metadata: (0, 8),
     ApiKey.OffsetCommit: (2, 7),
-    ApiKey.OffsetFetch: (1, 5),
+    ApiKey.OffsetFetch: (1, 7),
     ApiKey.FindCoordinator: (0, 2),
     ApiKey.JoinGroup: (0, 5),
     ApiKey.Heartbeat: (0, 3),
@@ -105,6 +107,7 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.SaslHandshake: (0, 1),
     ApiKey.ApiVersions: (0, 3),
     ApiKey.CreateTopics: (2, 4),
+    ApiKey.DeleteTopics: (1, 3),
     ApiKey.InitProducerId: (0, 1),
     ApiKey.AddPartitionsToTxn: (0, 2),
     ApiKey.AddOffsetsToTxn: (0, 2),
@@ -129,6 +132,7 @@ REQUESTS: dict[ApiKey, Any] = {
     ApiKey.SaslHandshake: SaslHandshakeRequest,
     ApiKey.ApiVersions: ApiVersionsRequest,
     ApiKey.CreateTopics: CreateTopicsRequest,
+    ApiKey.DeleteTopics: DeleteTopicsRequest,
     ApiKey.InitProducerId: InitProducerIdRequest,
     ApiKey.AddPartitionsToTxn: AddPartitionsToTxnRequest,
     ApiKey.AddOffsetsToTxn: AddOffsetsToTxnRequest,
@@ -186,6 +190,7 @@ class KafkaApis:
             ApiKey.ApiVersions: self.api_versions,
             ApiKey.Metadata: self.metadata,
             ApiKey.CreateTopics: self.create_topics,
+            ApiKey.DeleteTopics: self.delete_topics,
             ApiKey.Produce: self.produce,
             ApiKey.Fetch: self.fetch,
             ApiKey.ListOffsets: self.list_offsets,
@@ -273,6 +278,14 @@ class KafkaApis:
                 CreateTopicsResponse.CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
             )
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+    async def delete_topics(self, request: Any, _: Connection) -> Any:
+        """halfmq keeps its topics: TOPIC_DELETION_DISABLED, Kafka's answer with delete.topic.enable=false."""
+        results = [
+            DeleteTopicsResponse.DeletableTopicResult(name=name, error_code=kerr.TopicDeletionDisabledError.errno)
+            for name in request.topic_names
+        ]
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
     async def produce(self, request: Any, _: Connection) -> Any:
         """Each partition's records are stored on their own, all at once, so that one group
@@ -475,11 +488,14 @@ class KafkaApis:
         return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
 
     async def offset_fetch(self, request: Any, _: Connection) -> Any:
+        """The group's committed offsets; with ``require_stable``, a partition whose offset waits
+        in an open transaction gets UNSTABLE_OFFSET_COMMIT (the client asks again), as in Kafka."""
         wanted = request.topics
         if wanted is None:
             committed = await self._messaging.committed_offsets()
             names = sorted({topic for group, topic, _, _ in committed if group == request.group_id})
             wanted = [OffsetFetchRequest.OffsetFetchRequestTopic(name=n, partition_indexes=None) for n in names]
+        pending = await self._txns.pending_offsets(request.group_id) if request.require_stable else set()
         topics = []
         for topic in wanted:
             partitions = []
@@ -490,9 +506,13 @@ class KafkaApis:
                 offsets, code = {}, error_code(exc)
             indexes = sorted(offsets) if topic.partition_indexes is None else topic.partition_indexes
             for index in indexes:
+                unstable = (topic.name, index) in pending
                 partitions.append(
                     OffsetFetchResponse.OffsetFetchResponseTopic.OffsetFetchResponsePartition(
-                        partition_index=index, committed_offset=offsets.get(index, -1), metadata="", error_code=code
+                        partition_index=index,
+                        committed_offset=-1 if unstable else offsets.get(index, -1),
+                        metadata="",
+                        error_code=kerr.UnstableOffsetCommitError.errno if unstable else code,
                     )
                 )
             topics.append(OffsetFetchResponse.OffsetFetchResponseTopic(name=topic.name, partitions=partitions))

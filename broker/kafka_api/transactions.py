@@ -148,6 +148,10 @@ class KafkaTransactions:
             base = placed[0][1] if base < 0 else base
         return base
 
+    async def pending_offsets(self, group: str) -> set[tuple[str, int]]:
+        """The (topic, queue) offsets of ``group`` that wait in an open transaction."""
+        return await self._store.query(self._store.pending_txn_offsets, group)
+
     async def _check(self, transactional_id: str, epoch: int) -> int:
         """0 if ``epoch`` is the id's producer's, else the error code for it."""
         found = await self._store.query(self._store.transactional_ids, transactional_id)

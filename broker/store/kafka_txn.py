@@ -200,6 +200,14 @@ class KafkaTxnStore(LogStore):
         return await self._writer.run(work)
 
     @translated
+    def pending_txn_offsets(self, group: str) -> set[tuple[str, int]]:
+        """The (topic, queue) offsets of ``group`` waiting in open transactions."""
+        rows = self._reader().execute(
+            "SELECT DISTINCT topic, queue_id FROM txn_offsets WHERE consumer_group = ?", (group,)
+        )
+        return {(topic, queue_id) for topic, queue_id in rows}
+
+    @translated
     def transactional_ids(self, transactional_id: str | None = None) -> list[TransactionalId]:
         """Every transactional id (or the one named), its epoch and its current or last transaction."""
         where, params = ("WHERE t.transactional_id = ?", (transactional_id,)) if transactional_id else ("", ())
