@@ -147,6 +147,7 @@ class Broker:
             metrics=self.metrics,
             clock=self.clock,
             ports=self.ports,
+            kafka_groups=self.kafka_groups.views,
             controls=self.controls,
         )
         self._http = create_http_server(create_app(context), self.settings.host, self.settings.http_port)

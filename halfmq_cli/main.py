@@ -123,6 +123,14 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
             f" then {policy['dead_letter_topic']};"
             f" backoff {steps} s; retrying {policy['retrying']}, dead letters {policy['dead_letters']}"
         )
+    if resource == "consumers" and action == "kafka-groups":
+        groups = client.get("/kafka-groups")
+        members = [
+            {"group": g["name"], "state": g["state"], "generation": g["generation"], "member": m["member_id"],
+             "host": m["client_host"], "partitions": " ".join(m["assigned"])}
+            for g in groups for m in g["members"] or [{"member_id": "-", "client_host": "", "assigned": []}]
+        ]  # fmt: skip
+        return groups, table(members, ("group", "state", "generation", "member", "host", "partitions"))
     if resource == "consumers":
         rows = client.get("/consumers", limit=1000)["items"]
         if action == "lag":
@@ -208,6 +216,7 @@ def parser() -> argparse.ArgumentParser:
     )
     command(consumers, "offsets", help="committed offset per group, topic and queue")
     command(consumers, "lag", help="total lag per group and topic")
+    command(consumers, "kafka-groups", help="consumer groups of Kafka clients: state and live members")
     policy = command(
         consumers, "retry-policy", help="a group's deliveries before its dead-letter topic, and backoff; set with flags"
     )

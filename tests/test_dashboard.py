@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from kafka import KafkaConsumer
 
 from producer_sdk import Message, Producer, TransactionalProducer, TransactionProducer
 from tests.support import BrokerThread, ScriptedListener, broker_settings
@@ -99,6 +100,14 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
                 timeout=30_000,
             )
             first_total = int(page.inner_text("#committed"))
+            kafka_member = KafkaConsumer("orders", bootstrap_servers=f"127.0.0.1:{live_broker.broker.kafka_port}",
+                                         group_id="kafka-billing")  # fmt: skip
+            while not kafka_member.assignment():
+                kafka_member.poll(timeout_ms=200)
+            page.wait_for_selector("tr.kafka-group-row", timeout=30_000)
+            assert page.inner_text("#kafka-group-rows").split()[:2] == ["kafka-billing", "Stable"]
+            assert "orders/0 orders/1 orders/2 orders/3" in page.inner_text("#kafka-group-rows")
+            kafka_member.close()
             stop.set()
             sender.join(30)
             page.wait_for_selector("tr.pending-row", timeout=30_000)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from halfmq_cli.main import main
 from halfmq_testing import EmbeddedBroker
 from tests.kafka_clients import CLIENTS, ClientProcess, npm_install, run_client, wait_for
 
@@ -35,6 +36,11 @@ def client(request: pytest.FixtureRequest, kafkajs: Path | str) -> tuple[str, Pa
     if isinstance(kafkajs, str):
         pytest.skip(kafkajs)
     return request.param, kafkajs
+
+
+def stable(broker: EmbeddedBroker, group: str) -> bool:
+    with urllib.request.urlopen(f"{broker.http_url}/kafka-groups") as reply:
+        return any(g["name"] == group and g["state"] == "Stable" and len(g["members"]) == 2 for g in json.load(reply))
 
 
 def expected(first: int, count: int) -> dict[str, dict[str, object]]:
@@ -77,6 +83,12 @@ def test_a_client_creates_a_topic_produces_and_a_group_of_two_splits_and_rebalan
             return bool(mine and theirs) and sorted(mine + theirs) == list(range(PARTITIONS))
 
         wait_for(split, 60, "the group of two to split the partitions")
+        wait_for(lambda: stable(broker, group), 30, "the group to be stable")
+        shown: list[str] = []
+        main(["--url", broker.http_url, "consumers", "kafka-groups"], out=shown.append)
+        rows = [line.split() for line in shown[0].splitlines() if line.startswith(group)]
+        assert len(rows) == 2 and {r[1] for r in rows} == {"Stable"}
+        assert sorted(p for r in rows for p in r[5:]) == [f"{topic}/{p}" for p in range(PARTITIONS)]
         owner = {p: member for member in (first, second) for p in member.assignment() or []}
         before = {member: len(member.records()) for member in (first, second)}
         acked = produce(12)

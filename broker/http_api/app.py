@@ -20,7 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from broker.clock import to_ms
 from broker.errors import HalfmqError
-from broker.http_api import consumers, controls, topics, transactional_ids, transactions
+from broker.http_api import consumers, controls, kafka_groups, topics, transactional_ids, transactions
 from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.limits import TIMEOUT_KEEP_ALIVE, BoundedH11Protocol, RequestGate
 from broker.http_api.schemas import Health, Stats
@@ -51,8 +51,9 @@ def create_app(context: AdminContext) -> FastAPI:
         dependencies=[Depends(HTTPBearer(auto_error=False))],  # shows the token field in /docs; RequestGate checks it
     )
     app.state.context = context
-    for router in (topics.router, transactions.router, transactional_ids.router, consumers.router, controls.router):
-        app.include_router(router)
+    routers = (topics, transactions, transactional_ids, kafka_groups, consumers, controls)
+    for module in routers:
+        app.include_router(module.router)
 
     @app.exception_handler(HalfmqError)
     async def core_error(request: Request, exc: HalfmqError) -> JSONResponse:

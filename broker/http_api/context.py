@@ -10,6 +10,7 @@ from fastapi import Request
 from broker.clock import Clock
 from broker.config import Settings
 from broker.controls import TestControls
+from broker.kafka_api.groups import GroupView
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
 from broker.store import Store
@@ -27,6 +28,7 @@ class AdminContext:
     metrics: Metrics
     clock: Clock
     ports: Callable[[], dict[str, int]]  # each protocol's bound port
+    kafka_groups: Callable[[], list[GroupView]]  # the Kafka port's consumer groups
     controls: TestControls | None = None
 
 

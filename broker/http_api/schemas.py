@@ -159,6 +159,23 @@ class TransactionDetail(TransactionOut):
     checks: list[CheckOut]
 
 
+class KafkaMemberOut(BaseModel):
+    member_id: str
+    client_id: str
+    client_host: str
+    assigned: list[str] = Field(description="its partitions, as topic/partition")
+
+
+class KafkaGroupOut(BaseModel):
+    """A consumer group of Kafka clients, as its coordinator holds it."""
+
+    name: str
+    state: str = Field(description="Empty, PreparingRebalance, CompletingRebalance or Stable")
+    protocol: str = Field(description="the assignor its members agreed on")
+    generation: int
+    members: list[KafkaMemberOut]
+
+
 class TransactionalIdOut(BaseModel):
     """A Kafka-model producer's transactional id: its epoch and its current or last transaction."""
 

@@ -22,6 +22,7 @@ from kafka.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 SWEEP_INTERVAL = 0.25  # seconds between looks for members past their session timeout
 
@@ -69,6 +70,25 @@ class Group:
     deadline: asyncio.TimerHandle | None = None
 
 
+@dataclass(frozen=True)
+class MemberView:
+    """A live member as operators see it; ``assigned``: its partitions as ``topic/partition``."""
+
+    member_id: str
+    client_id: str
+    client_host: str
+    assigned: list[str]
+
+
+@dataclass(frozen=True)
+class GroupView:
+    name: str
+    state: str
+    protocol: str
+    generation: int
+    members: list[MemberView]
+
+
 class KafkaError(Exception):
     """A Kafka error code for the reply (``errno`` of one of kafka.errors' classes)."""
 
@@ -89,6 +109,22 @@ class Coordinator:
 
     def groups(self) -> list[Group]:
         return list(self._groups.values())
+
+    def views(self) -> list[GroupView]:
+        """Every group the coordinator knows, with its live members, by name."""
+        return [
+            GroupView(
+                name=group.name,
+                state=group.state.value,
+                protocol=group.protocol,
+                generation=group.generation,
+                members=[
+                    MemberView(m.member_id, m.client_id, m.client_host, _assigned(group.protocol_type, m.assignment))
+                    for m in group.members.values()
+                ],
+            )
+            for group in sorted(self._groups.values(), key=lambda g: g.name)
+        ]
 
     async def join(
         self,
@@ -250,3 +286,15 @@ def _shared(group: Group) -> set[str]:
     """The protocols (assignors) every member of the group supports."""
     protocols = [set(m.protocols) for m in group.members.values()]
     return set.intersection(*protocols) if protocols else set()
+
+
+def _assigned(protocol_type: str, assignment: bytes) -> list[str]:
+    """A consumer group member's partitions, read from its assignment (Kafka's consumer protocol:
+    a version, then the topics and partitions); none for other protocols or one not understood."""
+    if protocol_type != "consumer" or not assignment:
+        return []
+    try:
+        decoded = ConsumerProtocolAssignment.decode(assignment)
+    except Exception:  # a client's own encoding: not ours to refuse
+        return []
+    return [f"{topic}/{partition}" for topic, partitions in decoded.assigned_partitions for partition in partitions]

@@ -97,9 +97,9 @@ function rates(key) {
 
 async function refresh() {
   try {
-    const [health, stats, pending, topics, consumers, kafka, retries] = await Promise.all([
+    const [health, stats, pending, topics, consumers, kafka, retries, groups] = await Promise.all([
       get("/healthz"), get("/stats"), get("/transactions?state=PENDING&limit=50"), get("/topics"), get("/consumers"),
-      get("/transactional-ids?limit=50"), get("/consumers/retries"),
+      get("/transactional-ids?limit=50"), get("/consumers/retries"), get("/kafka-groups"),
     ]);
     $("health").textContent = health.status; $("health").className = "pill ok";
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
@@ -130,6 +130,12 @@ async function refresh() {
         <td>${k.age_seconds === null ? "–" : seconds(k.age_seconds)}</td><td>${k.messages}</td><td>${k.offsets}</td>
         <td>${k.committed}</td><td>${k.aborted}</td></tr>`).join("")
       : '<tr><td colspan="9" class="muted">none</td></tr>';
+
+    const members = groups.flatMap((g) => (g.members.length ? g.members : [null]).map((m) => `<tr class="kafka-group-row">` +
+      `<td>${escape(g.name)}</td><td>${escape(g.state)}</td><td>${g.generation}</td>` +
+      (m ? `<td><code>${escape(m.member_id)}</code></td><td>${escape(m.client_host)}</td><td>${escape(m.assigned.join(" "))}</td>`
+        : '<td class="muted" colspan="3">no live member</td>') + "</tr>"));
+    $("kafka-group-rows").innerHTML = members.length ? members.join("") : '<tr><td colspan="6" class="muted">none</td></tr>';
 
     const queueLists = await Promise.all(topics.items.map((t) => get(`/topics/${encodeURIComponent(t.name)}/queues`)));
     $("topic-rows").innerHTML = topics.items.flatMap((t, i) => queueLists[i].map((q) =>
