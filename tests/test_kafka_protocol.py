@@ -106,7 +106,7 @@ ODD_RECORDS = [
 
 def test_records_of_every_shape_come_back_exactly_through_the_mapping():
     records = [r for r in ODD_RECORDS if isinstance(r, tuple)] + [(ODD_RECORDS[-1], b"long key", [])]
-    (read,) = list(read_batches(batch(records)))  # type: ignore[arg-type]
+    (read,) = read_batches(batch(records))  # type: ignore[arg-type]
     messages = to_messages("orders", read, 0)
     for offset, (message, (key, value, headers)) in enumerate(zip(messages, records, strict=True)):
         stored = StoredMessage(

@@ -322,12 +322,12 @@ class KafkaApis:
         """Store a partition's record batches (in the producer's transaction, for a transactional
         producer); the first record's offset."""
         self._messaging.topic(topic)
-        batches = list(read_batches(records))
+        batches = read_batches(records)
         messages = [m for batch in batches for m in to_messages(topic, batch, partition)]
         if not messages:
             raise InvalidArgument("a produce to a partition holds at least one record")
         if transactional_id is not None:
-            if not all(batch.is_transactional for batch in batches):
+            if not all(batch.transactional for batch in batches):
                 raise InvalidArgument("a transactional producer's record batches are marked transactional")
             return await self._txns.send(transactional_id, batches[0].producer_epoch, partition, messages)
         base = -1

@@ -14,12 +14,13 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from kafka.errors import CorruptRecordError, UnsupportedCodecError
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
-from kafka.record.util import calc_crc32c
+from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
 
 from broker.errors import InvalidArgument
 from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, StoredMessage, new_transaction_id
@@ -30,6 +31,10 @@ HEADERS = "__KAFKA_HEADERS"
 TAGS = "TAGS"
 HIDDEN = frozenset((*RESERVED_PROPERTIES, MESSAGE_GROUP, KEY, NULL_VALUE, HEADERS))
 MAX_KEY_CHARS = 1024
+_LOG_OVERHEAD = struct.Struct(">qi")  # a batch's base offset and its length (the bytes after these)
+_BATCH_HEADER = 61  # bytes of a record batch v2 before its records
+_MAGIC_AT = 16
+_ATTRIBUTES_AT, _CRC_AT = 21, 17
 _CONTROL = 0x20  # a record batch's control attribute bit
 
 Header = tuple[str, bytes | None]
@@ -39,29 +44,50 @@ class BadRecords(InvalidArgument):
     """A produce's records cannot be read: a corrupt batch, its CRC wrong, or an old format."""
 
 
-def read_batches(data: bytes) -> Iterator[DefaultRecordBatch]:
-    """The record batches of a produce, each checked against its CRC. Raises BadRecords."""
+@dataclass(frozen=True)
+class Batch:
+    """A record batch as produced: its producer's state and its records, decoded."""
+
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool
+    records: list[Any]  # aiokafka's records: offset, timestamp, key, value, headers
+
+
+def read_batches(data: bytes) -> list[Batch]:
+    """The record batches of a produce, each checked against its CRC and decoded (decompressed).
+    Raises BadRecords."""
+    batches, position = [], 0
     try:
-        records = MemoryRecords(bytes(data))
-        while records.has_next():
-            batch = records.next_batch()
-            if not isinstance(batch, DefaultRecordBatch):
+        while position < len(data):
+            if len(data) - position < _BATCH_HEADER:
+                raise BadRecords("the records end inside a record batch")
+            _, length = _LOG_OVERHEAD.unpack_from(data, position)
+            end = position + _LOG_OVERHEAD.size + length
+            if length < _BATCH_HEADER - _LOG_OVERHEAD.size or end > len(data):
+                raise BadRecords("the records end inside a record batch")
+            if data[position + _MAGIC_AT] != 2:
                 raise BadRecords("only record batches of magic 2 are accepted")
+            batch = DefaultRecordBatch(bytes(data[position:end]))
             if not batch.validate_crc():
                 raise BadRecords("a record batch's CRC does not match its contents")
-            yield batch
-        if records.valid_bytes() != len(data):
-            raise BadRecords("the records end inside a record batch")
-    except (CorruptRecordError, UnsupportedCodecError, struct.error, ValueError, IndexError) as exc:
+            batches.append(
+                Batch(batch.producer_id, batch.producer_epoch, batch.base_sequence, bool(batch.is_transactional),
+                      list(batch))
+            )  # fmt: skip
+            position = end
+    except (CorruptRecordException, UnsupportedCodecError, struct.error, ValueError, IndexError) as exc:
         raise BadRecords(f"corrupt record batch: {exc}") from None
+    return batches
 
 
-def to_messages(topic: str, batch: DefaultRecordBatch, partition: int) -> list[Message]:
+def to_messages(topic: str, batch: Batch, partition: int) -> list[Message]:
     """The messages of a batch. An idempotent producer's record gets the message id its producer
     id, epoch, partition and sequence make, so a resent batch is stored once."""
     idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
     messages = []
-    for index, record in enumerate(batch):
+    for index, record in enumerate(batch.records):
         if idempotent:
             message_id = f"kafka.{batch.producer_id}.{batch.producer_epoch}.{partition}.{batch.base_sequence + index}"
         else:
@@ -131,7 +157,7 @@ def to_batch(messages: Sequence[StoredMessage]) -> bytes:
     """One record batch holding ``messages`` (consecutive offsets of one queue, gaps allowed)."""
     base = messages[0].queue_offset
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False, producer_id=-1, producer_epoch=-1,
+        magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
         base_sequence=-1, batch_size=2**31 - 1,
     )  # fmt: skip
     for message in messages:
@@ -148,13 +174,12 @@ def gap_marker(start: int, end: int) -> bytes:
     hold no message (an aborted transaction's), so a consumer's position moves past them, as
     it moves past Kafka's own transaction markers."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=True, producer_id=0, producer_epoch=0,
+        magic=2, compression_type=0, is_transactional=1, producer_id=0, producer_epoch=0,
         base_sequence=-1, batch_size=2**31 - 1,
     )  # fmt: skip
     builder.append(end - 1 - start, timestamp=0, key=struct.pack(">hh", 0, 0), value=b"\0\0\0\0\0\0", headers=[])
     batch = builder.build()
-    attributes = DefaultRecordBatch.ATTRIBUTES_OFFSET
-    struct.pack_into(">h", batch, attributes, struct.unpack_from(">h", batch, attributes)[0] | _CONTROL)
-    struct.pack_into(">I", batch, DefaultRecordBatch.CRC_OFFSET, calc_crc32c(memoryview(batch)[attributes:]))
+    struct.pack_into(">h", batch, _ATTRIBUTES_AT, struct.unpack_from(">h", batch, _ATTRIBUTES_AT)[0] | _CONTROL)
+    struct.pack_into(">I", batch, _CRC_AT, calc_crc32c(bytes(batch[_ATTRIBUTES_AT:])))
     struct.pack_into(">q", batch, 0, start)
     return bytes(batch)
