@@ -45,6 +45,17 @@ class MessageColumns:
     def __len__(self) -> int:
         return len(self.bodies)
 
+    def slice(self, start: int, length: int) -> MessageColumns:
+        """Messages ``start`` to ``start + length`` (fewer at the end)."""
+
+        def part(column: pa.Array | None) -> pa.Array | None:
+            return None if column is None else column.slice(start, length)
+
+        return MessageColumns(
+            self.topic, part(self.message_ids), part(self.keys), part(self.tags), part(self.properties),
+            part(self.bodies), part(self.born_timestamps),
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class CheckedColumns:

@@ -153,17 +153,26 @@ class MessagingService(PullService):
             raise InvalidArgument(f"topic {topic.name!r} has queues 0..{topic.queues - 1}, not {queue_id}")
         return queue_id
 
-    async def send_columns(self, columns: MessageColumns) -> Appended:
-        """Store a table of messages of one topic, all in one queue (as RocketMQ stores a batch;
-        the topic's queues take turns), each message on its own: its position or its refusal.
-        A message id already in the topic keeps its position. Raises InvalidArgument for a table
-        of the wrong size, HiddenTopic or TopicNotFound."""
+    async def send_columns(
+        self, columns: MessageColumns, queue_id: int | None = None, *, all_or_none: bool = False
+    ) -> Appended:
+        """Store a table of messages of one topic, all in one queue (``queue_id``, or, as RocketMQ
+        stores a batch, the topic's queues in turns), each message on its own: its position or
+        its refusal; with ``all_or_none``, a message the checks refuse refuses the table (its
+        error raised, naming the message) and nothing is stored. A message id already in the
+        topic keeps its position. Raises InvalidArgument for a table of the wrong size or a
+        queue the topic lacks, HiddenTopic or TopicNotFound."""
         if not 1 <= len(columns) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(columns)}")
         check_data_topic(columns.topic)
-        check_type(self._store.topic(columns.topic), MessageType.NORMAL)
+        topic = self._store.topic(columns.topic)
+        check_type(topic, MessageType.NORMAL)
+        if queue_id is not None and not 0 <= queue_id < topic.queues:
+            raise InvalidArgument(f"topic {topic.name!r} has queues 0..{topic.queues - 1}, not {queue_id}")
         checked = check_columns(columns, self._max_body_bytes)
-        queue_id = self.take_turn(columns.topic)
+        for index, refusal in sorted(checked.refused.items())[:1] if all_or_none else ():
+            raise type(refusal)(f"message {index}: {refusal}")
+        queue_id = self.take_turn(columns.topic) if queue_id is None else queue_id
         count = len(columns)
         stored = Appended([], [], {}, 0)
         if len(checked.rows):

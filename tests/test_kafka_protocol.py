@@ -66,7 +66,7 @@ def batch(records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes 
     builder = DefaultRecordBatchBuilder(
         magic=2, compression_type=state.get("compression", 0), is_transactional=False,
         producer_id=state.get("producer_id", -1), producer_epoch=state.get("epoch", -1),
-        base_sequence=state.get("sequence", -1), batch_size=2**20,
+        base_sequence=state.get("sequence", -1), batch_size=2**24,
     )  # fmt: skip
     for offset, (key, value, headers) in enumerate(records):
         builder.append(offset, timestamp=1_700_000_000_000 + offset, key=key, value=value, headers=headers)
@@ -166,6 +166,7 @@ def corrupt_crc(records: bytes) -> bytes:
         ("produce to an unknown partition", kerr.InvalidRequestError.errno),
         ("corrupt record batch CRC", kerr.CorruptRecordError.errno),
         ("records cut short", kerr.CorruptRecordError.errno),
+        ("a record too large among others", kerr.MessageSizeTooLargeError.errno),
     ],
 )
 def test_bad_input_gets_kafka_s_error_or_a_closed_connection_and_changes_nothing(broker, case, expected):
@@ -197,6 +198,11 @@ def test_bad_input_gets_kafka_s_error_or_a_closed_connection_and_changes_nothing
             "produce to an unknown partition": ("orders", 7, good),
             "corrupt record batch CRC": ("orders", 0, corrupt_crc(good)),
             "records cut short": ("orders", 0, good[:-3]),
+            "a record too large among others": (
+                "orders",
+                0,
+                batch([(b"k", b"v", [])] * 3 + [(b"k", bytes(5 << 20), [])]),
+            ),
         }[case]
         assert partition_result(wire.call(produce(topic, partition, records), ProduceResponse)).error_code == expected
     assert store_snapshot(broker.broker.settings.data_dir) == before

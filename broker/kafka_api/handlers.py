@@ -78,7 +78,7 @@ from broker.errors import (
     TopicExists,
 )
 from broker.kafka_api.groups import Coordinator, KafkaError
-from broker.kafka_api.records import BadRecords, gap_marker, read_batches, to_batch, to_messages
+from broker.kafka_api.records import BadRecords, gap_marker, read_batches, to_batch, to_columns, to_messages
 from broker.kafka_api.transactions import KafkaTransactions, txn_error
 from broker.messaging import MAX_BATCH, MessagingService
 from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES
@@ -323,17 +323,23 @@ class KafkaApis:
         producer); the first record's offset."""
         self._messaging.topic(topic)
         batches = read_batches(records)
-        messages = [m for batch in batches for m in to_messages(topic, batch, partition)]
-        if not messages:
+        count = sum(len(batch.records) for batch in batches)
+        if not count:
             raise InvalidArgument("a produce to a partition holds at least one record")
         if transactional_id is not None:
             if not all(batch.transactional for batch in batches):
                 raise InvalidArgument("a transactional producer's record batches are marked transactional")
+            messages = [m for batch in batches for m in to_messages(topic, batch, partition)]
             return await self._txns.send(transactional_id, batches[0].producer_epoch, partition, messages)
+        columns = to_columns(topic, batches, partition)
         base = -1
-        for start in range(0, len(messages), MAX_BATCH):
-            placed = await self._messaging.send(messages[start : start + MAX_BATCH], queue_id=partition)
-            base = placed[0].queue_offset if base < 0 else base
+        for start in range(0, count, MAX_BATCH):
+            appended = await self._messaging.send_columns(
+                columns.slice(start, MAX_BATCH), queue_id=partition, all_or_none=True
+            )
+            for index, refusal in sorted(appended.refused.items())[:1]:
+                raise type(refusal)(f"record {start + index}: {refusal}")
+            base = appended.queue_offsets[0] if base < 0 else base
         return base
 
     async def fetch(self, request: Any, _: Connection) -> Any:

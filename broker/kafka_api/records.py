@@ -14,14 +14,16 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
+from broker.columns import MessageColumns
 from broker.errors import InvalidArgument
 from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, StoredMessage, new_transaction_id
 
@@ -83,30 +85,50 @@ def read_batches(data: bytes) -> list[Batch]:
 
 
 def to_messages(topic: str, batch: Batch, partition: int) -> list[Message]:
-    """The messages of a batch. An idempotent producer's record gets the message id its producer
-    id, epoch, partition and sequence make, so a resent batch is stored once."""
+    """The messages of a batch, for a transaction's send."""
+    return [
+        Message(topic=topic, body=body, message_id=message_id, keys=keys, properties=properties, born_timestamp=born)
+        for message_id, keys, properties, body, born in _fields(batch, partition)
+    ]
+
+
+def to_columns(topic: str, batches: Sequence[Batch], partition: int) -> MessageColumns:
+    """The messages of a produce's batches as the columns a table of messages is sent in."""
+    ids, keys, properties, bodies, born = [], [], [], [], []
+    for batch in batches:
+        for message_id, message_keys, message_properties, body, timestamp in _fields(batch, partition):
+            ids.append(message_id)
+            keys.append(json.dumps(message_keys) if message_keys else "[]")
+            properties.append(json.dumps(message_properties) if message_properties else "{}")
+            bodies.append(body)
+            born.append(timestamp)
+    return MessageColumns(
+        topic=topic,
+        message_ids=pa.array(ids, pa.string()).cast(pa.binary()),
+        keys=pa.array(keys, pa.string()).cast(pa.binary()),
+        tags=None,
+        properties=pa.array(properties, pa.string()).cast(pa.binary()),
+        bodies=pa.array(bodies, pa.binary()),
+        born_timestamps=pa.array(born, pa.int64()),
+    )
+
+
+def _fields(batch: Batch, partition: int) -> Iterator[tuple[str, tuple[str, ...], dict[str, str], bytes, int]]:
+    """Each record's message id, keys, properties, body and born timestamp. An idempotent
+    producer's record gets the message id its producer id, epoch, partition and sequence make,
+    so a resent batch is stored once."""
     idempotent = batch.producer_id >= 0 and batch.base_sequence >= 0
-    messages = []
     for index, record in enumerate(batch.records):
         if idempotent:
             message_id = f"kafka.{batch.producer_id}.{batch.producer_epoch}.{partition}.{batch.base_sequence + index}"
         else:
             message_id = f"kafka.{new_transaction_id()}"
         keys, properties = _key_of(record.key)
-        properties.update(_headers_of(list(record.headers)))
+        if record.headers:
+            properties.update(_headers_of(list(record.headers)))
         if record.value is None:
             properties[NULL_VALUE] = "1"
-        messages.append(
-            Message(
-                topic=topic,
-                body=bytes(record.value or b""),
-                message_id=message_id,
-                keys=keys,
-                properties=properties,
-                born_timestamp=record.timestamp,
-            )
-        )
-    return messages
+        yield message_id, keys, properties, bytes(record.value or b""), record.timestamp
 
 
 def _key_of(key: bytes | None) -> tuple[tuple[str, ...], dict[str, str]]:
