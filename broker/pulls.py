@@ -47,6 +47,11 @@ class PullService:
         """
         return await self._pull(self._reads.read, topic, queue_id, offset, max_messages)
 
+    async def pull_rows(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[QueueColumns]:
+        """``pull`` as columns read from the rows, never a packed segment: for a front end that
+        encodes messages its own way (the Kafka port's record batches)."""
+        return await self._pull(self._reads.read_columns, topic, queue_id, offset, max_messages)
+
     async def pull_columns(
         self, topic: str, queue_id: int, offset: int, max_messages: int
     ) -> PullBatch[QueueColumns | Packed]:

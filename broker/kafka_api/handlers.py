@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -358,13 +358,13 @@ class KafkaApis:
             for part in topic.partitions:
                 records, low, high, code = b"", -1, -1, 0
                 try:
-                    batch = await self._messaging.pull(topic.topic, part.partition, part.fetch_offset, MAX_PULL)
+                    batch = await self._messaging.pull_rows(topic.topic, part.partition, part.fetch_offset, MAX_PULL)
                     low, high = batch.min_offset, batch.max_offset
                     if part.fetch_offset > high:
                         raise OffsetOutOfRange(f"offset {part.fetch_offset} is past the partition's end {high}")
-                    messages = _within(batch.messages, min(part.partition_max_bytes, budget - total), first=total == 0)
-                    if messages:
-                        records = to_batch(messages)
+                    count = _within(batch.messages.bodies, min(part.partition_max_bytes, budget - total), total == 0)
+                    if count:
+                        records = to_batch(batch.messages, count)
                         total += len(records)
                     elif not batch.messages and batch.next_offset > part.fetch_offset:  # only aborted offsets ahead
                         records = gap_marker(part.fetch_offset, batch.next_offset)
@@ -598,16 +598,14 @@ class KafkaApis:
         return SaslAuthenticateResponse(error_code=0, error_message=None, auth_bytes=b"")
 
 
-def _within(messages: list[Any], budget: int, *, first: bool) -> list[Any]:
-    """The leading messages within ``budget`` bytes of body; the first fetched message always."""
-    taken: list[Any] = []
+def _within(bodies: Sequence[bytes], budget: int, first: bool) -> int:
+    """How many of the leading messages fit ``budget`` bytes; one at least if ``first``."""
     size = 0
-    for message in messages:
-        size += len(message.body) + 64
-        if size > budget and (taken or not first):
-            break
-        taken.append(message)
-    return taken
+    for count, body in enumerate(bodies):
+        size += len(body) + 64
+        if size > budget and (count or not first):
+            return count
+    return len(bodies)
 
 
 def _code(call: Callable[..., None], *args: Any) -> int:

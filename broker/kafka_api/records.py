@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from aiokafka.record.util import calc_crc32c
 
 from broker.columns import MessageColumns
 from broker.errors import InvalidArgument
-from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, StoredMessage, new_transaction_id
+from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, QueueColumns, StoredMessage, new_transaction_id
 
 KEY = "__KAFKA_KEY"
 NULL_VALUE = "__KAFKA_NULL_VALUE"
@@ -157,12 +157,17 @@ def _headers_of(headers: list[Header]) -> dict[str, str]:
 
 def record_of(message: StoredMessage) -> tuple[bytes | None, bytes | None, list[Header]]:
     """A stored message's key, value and headers as a Kafka consumer reads them."""
-    properties = message.properties
+    return _record(message.keys, message.tags, message.properties, message.body)
+
+
+def _record(
+    keys: Sequence[str], tags: str, properties: Mapping[str, str], body: bytes
+) -> tuple[bytes | None, bytes | None, list[Header]]:
     if KEY in properties:
         key: bytes | None = base64.b64decode(properties[KEY])
     else:
-        key = " ".join(message.keys).encode() if message.keys else None
-    value = None if NULL_VALUE in properties else message.body
+        key = " ".join(keys).encode() if keys else None
+    value = None if NULL_VALUE in properties else body
     if HEADERS in properties:
         headers: list[Header] = [
             (name, None if value is None else base64.b64decode(value))
@@ -170,22 +175,31 @@ def record_of(message: StoredMessage) -> tuple[bytes | None, bytes | None, list[
         ]
     else:
         headers = [(name, text.encode()) for name, text in sorted(properties.items()) if name not in HIDDEN]
-    if message.tags:
-        headers.append((TAGS, message.tags.encode()))
+    if tags:
+        headers.append((TAGS, tags.encode()))
     return key, value, headers
 
 
-def to_batch(messages: Sequence[StoredMessage]) -> bytes:
-    """One record batch holding ``messages`` (consecutive offsets of one queue, gaps allowed)."""
-    base = messages[0].queue_offset
+def to_batch(columns: QueueColumns, count: int) -> bytes:
+    """One record batch holding the first ``count`` messages of ``columns`` (consecutive offsets
+    of one queue, gaps allowed). A message with no keys, tag or properties, the common case, is
+    written as it is; any other is mapped by ``record_of``'s rules."""
+    base = columns.queue_offsets[0]
     builder = DefaultRecordBatchBuilder(
         magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
         base_sequence=-1, batch_size=2**31 - 1,
     )  # fmt: skip
-    for message in messages:
-        key, value, headers = record_of(message)
-        timestamp = message.born_timestamp or message.store_timestamp
-        builder.append(message.queue_offset - base, timestamp=timestamp, key=key, value=value, headers=headers)
+    for i in range(count):
+        keys, tags, properties = columns.keys[i], columns.tags[i], columns.properties[i]
+        key: bytes | None
+        value: bytes | None
+        headers: list[Header]
+        if keys == b"[]" and not tags and properties == b"{}":
+            key, value, headers = None, columns.bodies[i], []
+        else:
+            key, value, headers = _record(json.loads(keys), tags.decode(), json.loads(properties), columns.bodies[i])
+        timestamp = columns.born_timestamps[i] or columns.store_timestamps[i]
+        builder.append(columns.queue_offsets[i] - base, timestamp=timestamp, key=key, value=value, headers=headers)
     batch = builder.build()
     struct.pack_into(">q", batch, 0, base)  # the base offset is outside the CRC, as a broker sets it
     return bytes(batch)
