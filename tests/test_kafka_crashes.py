@@ -1,5 +1,6 @@
-"""The broker SIGKILLed under confluent-kafka's idempotent and transactional producers: no
-acknowledged record lost, none stored twice, every transaction all or none."""
+"""SIGKILLs with Kafka's clients: the broker under confluent-kafka's idempotent and
+transactional producers (no acknowledged record lost, none stored twice, every transaction all
+or none), and a consume-transform-produce of confluent-kafka or aiokafka (one output per input)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import collections
 import random
 import re
 import time
+
+import pytest
 
 from producer_sdk import Message, Producer, PullConsumer
 from tests.kafka_clients import ClientProcess, run_client, wait_for
@@ -55,7 +58,8 @@ def test_a_broker_killed_three_times_under_idempotent_and_transactional_producer
     assert len({name.split("a")[0] for name in committed}) == len(committed), "no transaction committed twice"
 
 
-def test_a_transform_killed_at_random_points_and_restarted_makes_one_output_per_input(tmp_path):
+@pytest.mark.parametrize("client", ["confluent-kafka", "aiokafka"])
+def test_a_transform_killed_at_random_points_and_restarted_makes_one_output_per_input(tmp_path, client):
     """Consume-transform-produce with send_offsets_to_transaction: SIGKILLed at random moments
     (mid-transaction among them) and started again, five times."""
     broker = started_broker(tmp_path, "--topic", "inputs:4", "--topic", "outputs:4")
@@ -67,14 +71,12 @@ def test_a_transform_killed_at_random_points_and_restarted_makes_one_output_per_
                 native.send_batch([Message(topic="inputs", body=f"v{i}".encode()) for i in range(start, start + 1000)])
         rounds, progress = random.Random(36), []
         for _ in range(5):
-            transform = ClientProcess("confluent-kafka", bootstrap, None, "transform", "inputs", "outputs", "billing",
-                                      "billing-1")  # fmt: skip
+            transform = ClientProcess(client, bootstrap, None, "transform", "inputs", "outputs", "billing", "billing-1")
             time.sleep(rounds.uniform(2.0, 6.0))
             transform.kill()
             progress.append(sum(line["committed"] for line in transform.lines))
         assert sum(progress) < INPUTS and len([p for p in progress if p]) >= 2, f"killed mid-stream: {progress}"
-        transform = ClientProcess("confluent-kafka", bootstrap, None, "transform", "inputs", "outputs", "billing",
-                                  "billing-1")  # fmt: skip
+        transform = ClientProcess(client, bootstrap, None, "transform", "inputs", "outputs", "billing", "billing-1")
         with PullConsumer(group="billing", broker=broker.address) as consumer:
             ends = {q: high for q, (_, high) in consumer.queue_offsets("inputs").items()}
 

@@ -9,7 +9,7 @@ halfmq's Kafka port, for the tests: each mode does one thing and prints JSON lin
     kafka_client.py CLIENT BOOTSTRAP read TOPIC[,TOPIC...]       (read_committed, every partition)
     kafka_client.py confluent-kafka BOOTSTRAP idempotent TOPIC
     kafka_client.py confluent-kafka BOOTSTRAP transactions TRANSACTIONAL_ID TOPIC
-    kafka_client.py confluent-kafka BOOTSTRAP transform IN OUT GROUP TRANSACTIONAL_ID
+    kafka_client.py CLIENT BOOTSTRAP transform IN OUT GROUP TRANSACTIONAL_ID   (confluent-kafka, aiokafka)
 
 ``consume`` commits each record it prints and runs until a line arrives on its stdin, then
 closes (leaving the group). Records carry key k<i>, value v<i> and headers n=<i>, bin=00ff.
@@ -296,6 +296,8 @@ async def aiokafka(bootstrap: str, mode: str, args: list[str]) -> None:
             meta = await future
             out(**shown(meta.partition, meta.offset, key, value, headers))
         await producer.stop()
+    elif mode == "transform":
+        await aiokafka_transform(bootstrap, *args)
     elif mode == "consume":
         consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap, group_id=args[1], auto_offset_reset="earliest", enable_auto_commit=False,
@@ -346,6 +348,30 @@ async def aiokafka(bootstrap: str, mode: str, args: list[str]) -> None:
             except Exception as exc:
                 out(error=repr(exc))
         await producer.stop()
+
+
+async def aiokafka_transform(bootstrap: str, source: str, sink: str, group: str, transactional_id: str) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    consumer = AIOKafkaConsumer(
+        source, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+        isolation_level="read_committed", session_timeout_ms=3000, heartbeat_interval_ms=300,
+    )  # fmt: skip
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id)
+    await consumer.start()
+    await producer.start()
+    while True:
+        batches = await consumer.getmany(timeout_ms=200, max_records=10)
+        if not batches:
+            continue
+        await asyncio.sleep(0.05)  # the transform's own work
+        async with producer.transaction():
+            for records in batches.values():
+                for record in records:
+                    await producer.send(sink, key=record.key, value=b"out-" + record.value)
+            offsets = {part: records[-1].offset + 1 for part, records in batches.items()}
+            await producer.send_offsets_to_transaction(offsets, group)
+        out(committed=sum(len(records) for records in batches.values()))
 
 
 if __name__ == "__main__":
