@@ -285,3 +285,13 @@ def test_topics_are_not_deleted(broker):
     with pytest.raises(Exception, match="TOPIC_DELETION_DISABLED"):
         admin.delete_topics(["orders"])["orders"].result(timeout=10)
     assert "orders" in admin.list_topics(timeout=10).topics
+
+
+def test_metadata_names_the_advertised_host_with_the_kafka_port(tmp_path):
+    broker = BrokerThread(broker_settings(tmp_path / "data", advertised_address=("mq.example.internal", 18081)))
+    try:
+        wire = Wire(broker.broker.kafka_port)
+        meta = wire.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False), MetadataResponse)
+        assert [(b.host, b.port) for b in meta.brokers] == [("mq.example.internal", broker.broker.kafka_port)]
+    finally:
+        broker.stop()
