@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -17,25 +16,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "tests" / "programs"
 PYTHON_CLIENTS = ("confluent-kafka", "kafka-python", "aiokafka")
 CLIENTS = (*PYTHON_CLIENTS, "kafkajs")
-
-
-def npm_install(folder: Path, package: str) -> Path | str:
-    """``package`` installed from npm into ``folder`` (Node.js and npm from apt if missing): its
-    node_modules, or why it could not be had."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "nodejs", "npm"],
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, capture_output=True, timeout=900,
-        )  # fmt: skip
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        return "Node.js and npm could not be installed on this machine"
-    installed = subprocess.run(
-        ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", package],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    if installed.returncode != 0:
-        return f"npm could not install {package}: {installed.stderr[-500:]}"
-    return folder / "node_modules"
 
 
 class ClientProcess:

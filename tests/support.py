@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import socket
 import sqlite3
+import subprocess
 import threading
 import time
 from collections.abc import Coroutine
@@ -212,3 +215,22 @@ class Pki:
         authority.cert_pem.write_to_path(str(self.ca))
         authority.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(self.server))
         authority.issue_cert("client@halfmq.test").private_key_and_cert_chain_pem.write_to_path(str(self.client))
+
+
+def npm_install(folder: Path, package: str) -> Path | str:
+    """``package`` installed from npm into ``folder`` (Node.js and npm from apt if missing): its
+    node_modules, or why it could not be had."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", "nodejs", "npm"],
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, capture_output=True, timeout=900,
+        )  # fmt: skip
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return "Node.js and npm could not be installed on this machine"
+    installed = subprocess.run(
+        ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", package],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if installed.returncode != 0:
+        return f"npm could not install {package}: {installed.stderr[-500:]}"
+    return folder / "node_modules"

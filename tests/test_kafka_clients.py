@@ -12,7 +12,8 @@ import pytest
 
 from halfmq_cli.main import main
 from halfmq_testing import EmbeddedBroker
-from tests.kafka_clients import CLIENTS, ClientProcess, npm_install, run_client, wait_for
+from tests.kafka_clients import CLIENTS, ClientProcess, run_client, wait_for
+from tests.support import npm_install
 
 PARTITIONS = 4
 

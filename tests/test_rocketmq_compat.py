@@ -6,7 +6,6 @@ The client runs unmodified in subprocesses (its own logs under a private HOME).
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from tests.support import (
     PortForwarder,
     ScriptedListener,
     broker_settings,
+    npm_install,
     store_snapshot,
     topic_rows,
     wait_until,
@@ -253,21 +253,10 @@ def test_messages_of_official_producers_are_readable_by_the_spark_source(compat,
 @pytest.fixture(scope="session")
 def node_client(tmp_path_factory) -> Path:
     """The official Node.js client (rocketmq-client-nodejs from npm) in a private folder."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        subprocess.run(
-            ["apt-get", "install", "-y", "-qq", "nodejs", "npm"],
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"}, capture_output=True, timeout=900,
-        )  # fmt: skip
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("Node.js and npm could not be installed on this machine")
-    folder = tmp_path_factory.mktemp("node-client")
-    installed = subprocess.run(
-        ["npm", "install", "--prefix", str(folder), "--no-audit", "--no-fund", "rocketmq-client-nodejs@1.0.8"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    if installed.returncode != 0:
-        pytest.skip(f"npm could not install rocketmq-client-nodejs: {installed.stderr[-500:]}")
-    return folder / "node_modules"
+    modules = npm_install(tmp_path_factory.mktemp("node-client"), "rocketmq-client-nodejs@1.0.8")
+    if isinstance(modules, str):
+        pytest.skip(modules)
+    return modules
 
 
 def node(endpoint: str, env: dict[str, str], modules: Path, *args: str, **popen: object) -> subprocess.Popen[str]:
