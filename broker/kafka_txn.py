@@ -25,6 +25,7 @@ from broker.model import (
     TxnEnd,
     check_message,
     check_name,
+    check_queue,
     check_type,
     queue_for,
 )
@@ -88,9 +89,10 @@ class KafkaTxnService:
                     raise InvalidArgument("a message in a transaction cannot be delayed")
                 topic = self._store.topic(message.topic)
                 check_type(topic, MessageType.NORMAL)
-                if queue_id is not None and not 0 <= queue_id < topic.queues:
-                    raise InvalidArgument(f"topic {topic.name!r} has queues 0..{topic.queues - 1}, not {queue_id}")
-                placed.append((message, queue_for(message.message_id, topic.queues) if queue_id is None else queue_id))
+                queue = (
+                    queue_for(message.message_id, topic.queues) if queue_id is None else check_queue(topic, queue_id)
+                )
+                placed.append((message, queue))
             except HalfmqError as exc:
                 raise type(exc)(f"message {index}: {exc}") from None
         if len({(m.topic, m.message_id) for m in messages}) < len(messages):

@@ -26,6 +26,7 @@ from broker.model import (
     check_data_topic,
     check_message,
     check_name,
+    check_queue,
     check_type,
     merged,
     queue_of,
@@ -85,19 +86,17 @@ class MessagingService(PullService):
         """The real topics (system topics are hidden)."""
         return [t for t in self._store.topics() if t.name not in SYSTEM_TOPICS]
 
-    async def send(self, messages: Sequence[Message], queue_id: int | None = None) -> list[Placement]:
+    async def send(self, messages: Sequence[Message]) -> list[Placement]:
         """Store messages, all or none, and return their positions; a retried message id is
-        stored once. Each goes to the queue its id or message group picks, or all to
-        ``queue_id`` when given (as a Kafka producer picks a partition). Delayed messages
-        (``deliver_at`` ahead) are held until due: a batch holds them or immediate ones, not
-        both. Raises InvalidArgument, MessageTooLarge, InvalidDeliveryTime, MessageTypeMismatch,
-        HiddenTopic or TopicNotFound."""
+        stored once. Delayed messages (``deliver_at`` ahead) are held until due: a batch holds
+        them or immediate ones, not both. Raises InvalidArgument, MessageTooLarge,
+        InvalidDeliveryTime, MessageTypeMismatch, HiddenTopic or TopicNotFound."""
         if not 1 <= len(messages) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(messages)}")
         now_ms = to_ms(self._clock())
         placed, delayed = [], set()
         for message in messages:
-            placed.append((message, self._queue_of(message, queue_id)))
+            placed.append((message, self._queue_of(message)))
             if self._delays.is_delayed(message, now_ms):
                 delayed.add(message.message_id)
         if delayed:
@@ -140,18 +139,14 @@ class MessagingService(PullService):
         self._store.topic(topic)
         return await self._delays.recall(topic, recall_handle)
 
-    def _queue_of(self, message: Message, queue_id: int | None = None) -> int:
-        """The queue a message goes to (``queue_id`` if given), once it is found fit for its
-        topic (its size, names, type and queue). Raises InvalidArgument, MessageTooLarge,
-        MessageTypeMismatch, HiddenTopic or TopicNotFound."""
+    def _queue_of(self, message: Message) -> int:
+        """The queue a message goes to, once it is found fit for its topic (its size, names and
+        type). Raises InvalidArgument, MessageTooLarge, MessageTypeMismatch, HiddenTopic or
+        TopicNotFound."""
         check_message(message, self._max_body_bytes)
         topic = self._store.topic(message.topic)
         check_type(topic, type_of(message))
-        if queue_id is None:
-            return queue_of(message, topic.queues)
-        if not 0 <= queue_id < topic.queues:
-            raise InvalidArgument(f"topic {topic.name!r} has queues 0..{topic.queues - 1}, not {queue_id}")
-        return queue_id
+        return queue_of(message, topic.queues)
 
     async def send_columns(
         self, columns: MessageColumns, queue_id: int | None = None, *, all_or_none: bool = False
@@ -167,8 +162,8 @@ class MessagingService(PullService):
         check_data_topic(columns.topic)
         topic = self._store.topic(columns.topic)
         check_type(topic, MessageType.NORMAL)
-        if queue_id is not None and not 0 <= queue_id < topic.queues:
-            raise InvalidArgument(f"topic {topic.name!r} has queues 0..{topic.queues - 1}, not {queue_id}")
+        if queue_id is not None:
+            check_queue(topic, queue_id)
         checked = check_columns(columns, self._max_body_bytes)
         for index, refusal in sorted(checked.refused.items())[:1] if all_or_none else ():
             raise type(refusal)(f"message {index}: {refusal}")

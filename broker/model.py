@@ -530,6 +530,13 @@ def new_transaction_id() -> str:
     return f"{time.time_ns():016x}{random.getrandbits(64):016x}"
 
 
+def check_queue(topic: Topic, queue_id: int) -> int:
+    """``queue_id`` if ``topic`` has that queue; raise InvalidArgument otherwise."""
+    if not 0 <= queue_id < topic.queues:
+        raise InvalidArgument(f"topic {topic.name!r} has queues 0..{topic.queues - 1}, not {queue_id}")
+    return queue_id
+
+
 def queue_for(message_id: str, queues: int) -> int:
     """The queue a message goes to: stable for a message id, spread evenly over the queues."""
     return zlib.crc32(message_id.encode()) % queues

@@ -19,6 +19,7 @@ from broker.model import (
     StoredMessage,
     Topic,
     check_data_topic,
+    check_queue,
 )
 from broker.store.reads import QueueReader
 
@@ -102,6 +103,4 @@ class PullService:
         return await self._reads.query(lambda: {q: self._reads.queue_range(topic, q) for q in queues})
 
     def _check_queue(self, topic: str, queue_id: int) -> None:
-        queues = self.queue_count(topic)
-        if not 0 <= queue_id < queues:
-            raise InvalidArgument(f"topic {topic!r} has queues 0..{queues - 1}, not {queue_id}")
+        check_queue(self.topic(topic), queue_id)
