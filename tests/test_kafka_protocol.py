@@ -4,6 +4,7 @@ nothing stored and never disturbs another connection."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 from typing import Any
@@ -17,8 +18,8 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from broker.kafka_api.records import read_batches, record_of, to_messages
-from broker.model import StoredMessage
+from broker.kafka_api.records import read_batches, to_batch, to_messages
+from broker.model import QueueColumns
 from broker.tls import TlsFiles
 from producer_sdk import Message as SdkMessage
 from producer_sdk import Producer, PullConsumer, TransactionalProducer
@@ -108,14 +109,17 @@ def test_records_of_every_shape_come_back_exactly_through_the_mapping():
     records = [r for r in ODD_RECORDS if isinstance(r, tuple)] + [(ODD_RECORDS[-1], b"long key", [])]
     (read,) = read_batches(batch(records))  # type: ignore[arg-type]
     messages = to_messages("orders", read, 0)
-    for offset, (message, (key, value, headers)) in enumerate(zip(messages, records, strict=True)):
-        stored = StoredMessage(
-            topic="orders", queue_id=0, queue_offset=offset, message_id=message.message_id, transaction_id="",
-            keys=message.keys, tags="", properties=message.properties, body=message.body,
-            born_timestamp=message.born_timestamp, store_timestamp=0,
-        )  # fmt: skip
-        assert record_of(stored) == (key, value, headers)
-        assert message.born_timestamp == 1_700_000_000_000 + offset
+    stored = QueueColumns(
+        queue_offsets=range(len(messages)), message_ids=[m.message_id.encode() for m in messages],
+        transaction_ids=[b""] * len(messages), keys=[json.dumps(m.keys).encode() for m in messages],
+        tags=[b""] * len(messages), properties=[json.dumps(m.properties).encode() for m in messages],
+        bodies=[m.body for m in messages], born_timestamps=[m.born_timestamp for m in messages],
+        store_timestamps=[0] * len(messages),
+    )  # fmt: skip
+    got = [r for b in MemoryRecords(to_batch(stored, len(messages))) for r in b]
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == [
+        (i, 1_700_000_000_000 + i, key, value, headers) for i, (key, value, headers) in enumerate(records)
+    ]
 
 
 def test_produced_records_are_fetched_exactly_with_their_offsets_and_timestamps(broker):

@@ -25,7 +25,7 @@ from aiokafka.record.util import calc_crc32c
 
 from broker.columns import MessageColumns
 from broker.errors import InvalidArgument
-from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, QueueColumns, StoredMessage, new_transaction_id
+from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, QueueColumns, new_transaction_id
 
 KEY = "__KAFKA_KEY"
 NULL_VALUE = "__KAFKA_NULL_VALUE"
@@ -155,14 +155,10 @@ def _headers_of(headers: list[Header]) -> dict[str, str]:
     return {HEADERS: json.dumps(listed)}
 
 
-def record_of(message: StoredMessage) -> tuple[bytes | None, bytes | None, list[Header]]:
-    """A stored message's key, value and headers as a Kafka consumer reads them."""
-    return _record(message.keys, message.tags, message.properties, message.body)
-
-
 def _record(
     keys: Sequence[str], tags: str, properties: Mapping[str, str], body: bytes
 ) -> tuple[bytes | None, bytes | None, list[Header]]:
+    """A stored message's key, value and headers as a Kafka consumer reads them."""
     if KEY in properties:
         key: bytes | None = base64.b64decode(properties[KEY])
     else:
@@ -183,7 +179,7 @@ def _record(
 def to_batch(columns: QueueColumns, count: int) -> bytes:
     """One record batch holding the first ``count`` messages of ``columns`` (consecutive offsets
     of one queue, gaps allowed). A message with no keys, tag or properties, the common case, is
-    written as it is; any other is mapped by ``record_of``'s rules."""
+    written as it is; any other is mapped by ``_record``'s rules."""
     base = columns.queue_offsets[0]
     builder = DefaultRecordBatchBuilder(
         magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
