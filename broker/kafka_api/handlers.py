@@ -87,8 +87,8 @@ NODE_ID = 0
 FETCH_POLL = 0.05  # seconds between looks at the fetched partitions during a long poll
 CLUSTER_ID = "halfmq"
 
-# What ApiVersions advertises: (min, max) per API key; requests of other keys or versions get
-# UNSUPPORTED_VERSION. The maxima are the last versions before each API's flexible encoding or
+# What ApiVersions advertises: (min, max) per API key; a request of another key or version
+# closes its connection (``broker.kafka_api.server``). The maxima are the last versions before each API's flexible encoding or
 # newer features halfmq does not have; every client tested negotiates within them.
 VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.Produce: (3, 8),
