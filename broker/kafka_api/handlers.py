@@ -88,8 +88,9 @@ FETCH_POLL = 0.05  # seconds between looks at the fetched partitions during a lo
 CLUSTER_ID = "halfmq"
 
 # What ApiVersions advertises: (min, max) per API key; a request of another key or version
-# closes its connection (``broker.kafka_api.server``). The maxima are the last versions before each API's flexible encoding or
-# newer features halfmq does not have; every client tested negotiates within them.
+# closes its connection (``broker.kafka_api.server``). The maxima are the last versions before
+# each API's flexible encoding or newer features halfmq does not have; every client tested
+# negotiates within them.
 VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.Produce: (3, 8),
     ApiKey.Fetch: (4, 11),
