@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from kafka import errors as kerr
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse, OffsetFetchRequest, OffsetFetchResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -257,8 +257,6 @@ def test_the_kafka_port_serves_tls_and_wants_the_auth_token_over_sasl_plain(tmp_
 
 
 def test_offsets_waiting_in_an_open_transaction_are_unstable_to_a_fetch_that_requires_stable(broker):
-    from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
-
     wire = Wire(broker.broker.kafka_port)
 
     def fetched(version: int, require_stable: bool) -> tuple[int, int]:
