@@ -102,6 +102,7 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
             first_total = int(page.inner_text("#committed"))
             kafka_member = KafkaConsumer("orders", bootstrap_servers=f"127.0.0.1:{live_broker.broker.kafka_port}",
                                          group_id="kafka-billing")  # fmt: skip
+            kafka_member.partitions_for_topic("orders")  # before the first join: docs/kafka-clients.md, kafka-python
             while not kafka_member.assignment():
                 kafka_member.poll(timeout_ms=200)
             page.wait_for_selector("tr.kafka-group-row", timeout=30_000)

@@ -260,6 +260,7 @@ def kafka_python(bootstrap: str, mode: str, args: list[str]) -> None:
                 out(revoked=sorted(p.partition for p in revoked))
 
         consumer.subscribe([args[0]], listener=Listener())
+        consumer.partitions_for_topic(args[0])  # before the first join: docs/kafka-clients.md, kafka-python
         stop = stop_requested()
         while not stop.is_set():
             for part, records in consumer.poll(timeout_ms=200).items():
