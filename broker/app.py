@@ -99,12 +99,17 @@ class Broker:
         self._http: HttpServer | None = None
         self._rocketmq: grpc.aio.Server | None = None
         self.kafka_groups = Coordinator()
+        kafka_host, kafka_port = settings.kafka_advertised_address or (
+            None if settings.advertised_address is None else settings.advertised_address[0],
+            None,
+        )
         self._kafka = KafkaServer(
             KafkaApis(
                 self.messaging,
                 KafkaTransactions(self.kafka_txns, self.store),
                 self.kafka_groups,
-                advertised_host=None if settings.advertised_address is None else settings.advertised_address[0],
+                advertised_host=kafka_host,
+                advertised_port=kafka_port,
                 auth_token=settings.auth_token,
             ),
             self.metrics,

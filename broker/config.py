@@ -31,6 +31,7 @@ class Settings:
     rocketmq_port: int = 8081
     kafka_port: int = 9092
     advertised_address: tuple[str, int] | None = None
+    kafka_advertised_address: tuple[str, int] | None = None
     pull_processes: int = 0
     pull_port: int = 0
     segments: bool = True
@@ -105,7 +106,7 @@ def _on_off(text: str) -> bool:
 
 
 _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
-    ("data_dir", Path, "directory of the SQLite store"),
+    ("data_dir", Path, "directory of the SQLite store (default ./halfmq-data)"),
     ("host", str, "address to bind (default 127.0.0.1)"),
     ("grpc_port", int, "native gRPC port (default 10911)"),
     ("http_port", int, "HTTP admin port (default 8080)"),
@@ -116,6 +117,13 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
         parse_address,
         "HOST:PORT that RocketMQ 5 routes name for this broker, and whose host Kafka metadata names"
         " (default: the address each client connected to)",
+    ),
+    (
+        "kafka_advertised_address",
+        parse_address,
+        "HOST:PORT that Kafka metadata names for this broker, as clients outside a container or behind a remapped"
+        " port reach it, like Kafka's advertised.listeners (default: --advertised-address's host, else the address"
+        " each client connected to, with the port it connected to)",
     ),
     (
         "pull_processes",
@@ -162,9 +170,19 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ),
     ("flush", Flush, "sync: fsync before acknowledging (default); async: survive a process crash only"),
     ("max_body_bytes", _positive(int), "largest accepted message: body, keys, tags and properties (default 4 MiB)"),
-    ("auth_token", str, "shared token every gRPC call and HTTP call but /healthz must carry (default: none)"),
+    (
+        "auth_token",
+        str,
+        "shared token: every native gRPC call and HTTP call but /healthz carries it as a bearer token, RocketMQ 5"
+        " clients sign their calls with it as the secret key, Kafka clients give it as the SASL PLAIN password"
+        " (default: none)",
+    ),
     ("auth_token_file", Path, "file holding the auth token, e.g. a mounted secret (instead of --auth-token)"),
-    ("tls_cert", Path, "PEM certificate chain: every port (native gRPC, RocketMQ 5, HTTP) serves TLS"),
+    (
+        "tls_cert",
+        Path,
+        "PEM certificate chain: every port (native gRPC, HTTP, RocketMQ 5, Kafka, the pull processes') serves TLS",
+    ),
     ("tls_key", Path, "PEM private key of --tls-cert"),
     ("tls_client_ca", Path, "PEM CA bundle: clients must present a certificate it signed (mutual TLS)"),
 )

@@ -123,6 +123,9 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
             f" then {policy['dead_letter_topic']};"
             f" backoff {steps} s; retrying {policy['retrying']}, dead letters {policy['dead_letters']}"
         )
+    if resource == "consumers" and action == "retries":
+        counts = client.get("/consumers/retries")
+        return counts, table(counts, ("group", "retrying", "dead_letters"))
     if resource == "consumers" and action == "kafka-groups":
         groups = client.get("/kafka-groups")
         members = [
@@ -147,6 +150,10 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
     )
 
 
+# The admin API's flags, which the offline store tools refuse.
+CONNECTION_FLAGS = ("url", "token", "ca")
+
+
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)  # before or after the subcommand
     common.add_argument(
@@ -166,8 +173,8 @@ def parser() -> argparse.ArgumentParser:
     )
     resources = root.add_subparsers(dest="resource", required=True)
 
-    def command(group: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = group.add_parser(name, parents=[common], **kwargs)
+    def command(group: Any, name: str, offline: bool = False, **kwargs: Any) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = group.add_parser(name, parents=[] if offline else [common], **kwargs)
         return parser
 
     topics = command(resources, "topics", help="list, create and inspect topics").add_subparsers(
@@ -176,7 +183,7 @@ def parser() -> argparse.ArgumentParser:
     command(topics, "list", help="list topics")
     create = command(topics, "create", help="create a topic")
     create.add_argument("name")
-    create.add_argument("--queues", type=int, default=4)
+    create.add_argument("--queues", type=int, default=4, help="queues of the topic (default 4)")
     create.add_argument(
         "--retention", type=float, help="seconds its committed messages are kept (0: forever; default: the broker's)"
     )
@@ -192,8 +199,8 @@ def parser() -> argparse.ArgumentParser:
     )
     listing = command(txns, "list", help="list transactions of one state")
     listing.add_argument("--state", default="PENDING", choices=["PENDING", "COMMITTED", "ROLLED_BACK", "DISCARDED"])
-    listing.add_argument("--limit", type=int, default=100)
-    listing.add_argument("--offset", type=int, default=0)
+    listing.add_argument("--limit", type=int, default=100, help="at most this many, oldest first (default 100)")
+    listing.add_argument("--offset", type=int, default=0, help="skip this many first (default 0)")
     for action, text in (
         ("show", "one transaction and its checks"),
         ("commit", "commit a pending transaction"),
@@ -207,8 +214,8 @@ def parser() -> argparse.ArgumentParser:
     ).add_subparsers(dest="action", required=True)
     ids = command(kafka_txns, "list", help="list transactional ids and their current or last transaction")
     ids.add_argument("--state", choices=["READY", "OPEN", "COMMITTED", "ABORTED"], help="only those in this state")
-    ids.add_argument("--limit", type=int, default=100)
-    ids.add_argument("--offset", type=int, default=0)
+    ids.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    ids.add_argument("--offset", type=int, default=0, help="skip this many first (default 0)")
     command(kafka_txns, "show", help="one transactional id").add_argument("id")
 
     consumers = command(resources, "consumers", help="consumer offsets and lag").add_subparsers(
@@ -216,6 +223,7 @@ def parser() -> argparse.ArgumentParser:
     )
     command(consumers, "offsets", help="committed offset per group, topic and queue")
     command(consumers, "lag", help="total lag per group and topic")
+    command(consumers, "retries", help="groups retrying messages or holding dead letters: how many of each")
     command(consumers, "kafka-groups", help="consumer groups of Kafka clients: state and live members")
     policy = command(
         consumers, "retry-policy", help="a group's deliveries before its dead-letter topic, and backoff; set with flags"
@@ -236,14 +244,16 @@ def parser() -> argparse.ArgumentParser:
     send.add_argument("--tags", default="")
     send.set_defaults(action="send")
 
-    store = command(resources, "store", help="offline tools on a data directory (no broker needed)")
+    store = command(resources, "store", offline=True, help="offline tools on a data directory (no broker needed)")
     store_actions = store.add_subparsers(dest="action", required=True)
-    command(store_actions, "inspect", help="schema version, file size, rows per table").add_argument("dir", type=Path)
-    exporting = command(store_actions, "export", help="the committed messages of a topic, to stdout")
+    command(store_actions, "inspect", offline=True, help="schema version, file size, rows per table").add_argument(
+        "dir", type=Path
+    )
+    exporting = command(store_actions, "export", offline=True, help="the committed messages of a topic, to stdout")
     exporting.add_argument("dir", type=Path)
     exporting.add_argument("--topic", required=True)
     exporting.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
-    command(store_actions, "compact", help="VACUUM the store; the broker must be stopped").add_argument(
+    command(store_actions, "compact", offline=True, help="VACUUM the store; the broker must be stopped").add_argument(
         "dir", type=Path
     )
     return root
@@ -268,8 +278,11 @@ def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     """The arguments, with the defaults of the global flags (which may come anywhere) filled in."""
-    args = parser().parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
     given = vars(args)
+    if args.resource == "store" and any(flag in given for flag in CONNECTION_FLAGS):
+        cli.error("the store tools read the data directory itself: --url, --token and --ca do not apply")
     given.setdefault("url", os.environ.get("HALFMQ_URL", DEFAULT_URL))
     given.setdefault("token", os.environ.get("HALFMQ_AUTH_TOKEN"))
     given.setdefault("ca", None)

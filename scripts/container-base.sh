@@ -1,17 +1,11 @@
 #!/usr/bin/env bash
-# Build a local stand-in for the python:3.11-slim base image without a container registry, so
-# the Dockerfile can be built and run with podman where no registry is reachable.
+# Build a stand-in for the python:3.11-slim base image from Debian's packages, for a machine that
+# reaches no container registry (docs/container-base.md says what it needs and what it does).
 #
 #   eval "$(scripts/container-base.sh)"   # prints: export CONTAINERS_CONF=... HALFMQ_BASE_IMAGE=...
-#   podman build --build-arg BASE_IMAGE="$HALFMQ_BASE_IMAGE" -t halfmq:test .
-#   podman run -d --network host halfmq:test
+#   podman build --format docker --build-arg BASE_IMAGE="$HALFMQ_BASE_IMAGE" -t halfmq .
 #
-# Why each step: the machines have no registry access, so the base is made with debootstrap
-# from Debian's mirror; crun cannot run on their hybrid cgroup layout, so runc is used; podman's
-# default ulimits exceed the hard limits here, so they are capped; Debian's python forbids a
-# system-wide pip install (PEP 668), so the image carries a venv on PATH, like the official image;
-# the image trusts the same extra CA certificates as the host, so pip inside it reaches PyPI.
-# Idempotent: a second call reuses the image (or a saved tarball) and takes seconds.
+# Idempotent: a second call reuses the image (or its saved copy) and takes seconds.
 set -euo pipefail
 
 image=localhost/halfmq-base:bookworm

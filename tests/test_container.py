@@ -7,10 +7,12 @@ container keeps its store in a named volume and is reached from the host through
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import ssl
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 from halfmq_testing import free_port
 from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionProducer
 from spark_consumer.client import BrokerClient, Connection
+from tests.docs_runner import blocks
 from tests.processes import consume, official
 from tests.support import Pki, ScriptedListener, wait_until
 
@@ -147,6 +150,47 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
     finally:
         subprocess.run(["podman", "rm", "-f", name], env=env, capture_output=True)
         subprocess.run(["podman", "volume", "rm", "-f", volume], env=env, capture_output=True)
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_a_kafka_client_reaches_the_container_through_a_remapped_port(image):
+    """docs/operating.md's recipe, run as written with the built image: the Kafka port published
+    on a free host port and advertised as it; confluent-kafka produces and consumes through it."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    env, tag = image
+    recipe = next(b for b in blocks(ROOT / "docs" / "operating.md") if "HALFMQ_KAFKA_ADVERTISED_ADDRESS" in b.code)
+    assert recipe.code.rstrip().endswith('"bootstrap.servers=127.0.0.1:$port"')
+    name = re.search(r"--name (\S+)", recipe.code).group(1)
+    script = recipe.code.replace(" halfmq\n", f" {tag}\n")
+    try:
+        ran = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, env=env)
+        assert ran.returncode == 0, ran.stderr
+        bootstrap = ran.stdout.strip().splitlines()[-1].removeprefix("bootstrap.servers=")
+        assert not bootstrap.endswith(":9092"), "the recipe publishes the Kafka port on another host port"
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+
+        def started() -> bool:
+            try:
+                return producer.list_topics("orders", timeout=2).topics["orders"].error is None
+            except KafkaException:
+                return False
+
+        wait_until(started, 60)
+        for n in range(10):
+            producer.produce("orders", key=f"k{n}".encode(), value=f"v{n}".encode(), partition=n % 4)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "remapped", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["orders"])
+        got: list[tuple[bytes, bytes]] = []
+        deadline = time.monotonic() + 60
+        while len(got) < 10 and time.monotonic() < deadline:
+            got += [(m.key(), m.value()) for m in consumer.consume(10, 1) if not m.error()]
+        consumer.close()
+        assert sorted(got) == sorted((f"k{n}".encode(), f"v{n}".encode()) for n in range(10))
+    finally:
+        subprocess.run(["podman", "rm", "-f", name], env=env, capture_output=True)
 
 
 def _safely(check) -> bool:

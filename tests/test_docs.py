@@ -5,6 +5,8 @@ speak to users, not of how the work went."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,15 @@ def test_the_readme_is_short_and_no_page_narrates_the_work():
     for page in PAGES:
         for number, line in enumerate(page.read_text().splitlines(), 1):
             assert not history.search(line), f"{page.name}:{number}: {line}"
+
+
+def test_the_operating_page_s_table_of_ports_names_every_port_flag_of_the_broker():
+    shown = subprocess.run([sys.executable, "-m", "broker", "--help"], capture_output=True, text=True, check=True)
+    flags = set(re.findall(r"--[a-z-]+-port\b", shown.stdout))
+    assert {"--grpc-port", "--http-port", "--kafka-port"} <= flags  # the help was read
+    page = (ROOT / "docs" / "operating.md").read_text()
+    table = page[page.index("| port flag |") :].split("\n\n", 1)[0]
+    assert flags <= set(re.findall(r"^\| `(--[a-z-]+)`", table, re.MULTILINE))
 
 
 def write(folder: Path, text: str) -> Path:

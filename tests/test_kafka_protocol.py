@@ -13,7 +13,14 @@ import httpx
 import pytest
 from kafka import errors as kerr
 from kafka.protocol.consumer import FetchRequest, FetchResponse, OffsetFetchRequest, OffsetFetchResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
@@ -295,5 +302,21 @@ def test_metadata_names_the_advertised_host_with_the_kafka_port(tmp_path):
         wire = Wire(broker.broker.kafka_port)
         meta = wire.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False), MetadataResponse)
         assert [(b.host, b.port) for b in meta.brokers] == [("mq.example.internal", broker.broker.kafka_port)]
+    finally:
+        broker.stop()
+
+
+def test_metadata_and_the_coordinator_name_the_kafka_advertised_address(tmp_path):
+    """As Kafka's advertised.listeners: the host and port clients outside a container dial."""
+    settings = broker_settings(
+        tmp_path / "data", advertised_address=("mq.example.internal", 18081), kafka_advertised_address=("edge", 19092)
+    )
+    broker = BrokerThread(settings)
+    try:
+        wire = Wire(broker.broker.kafka_port)
+        meta = wire.call(MetadataRequest[8](topics=None, allow_auto_topic_creation=False), MetadataResponse)
+        assert [(b.host, b.port) for b in meta.brokers] == [("edge", 19092)]
+        found = wire.call(FindCoordinatorRequest[2](key="g", key_type=0), FindCoordinatorResponse)
+        assert (found.error_code, found.host, found.port) == (0, "edge", 19092)
     finally:
         broker.stop()

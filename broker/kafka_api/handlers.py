@@ -180,12 +180,14 @@ class KafkaApis:
         coordinator: Coordinator,
         *,
         advertised_host: str | None,
+        advertised_port: int | None,
         auth_token: str | None,
     ) -> None:
         self._messaging = messaging
         self._txns = transactions
         self._groups = coordinator
         self._advertised_host = advertised_host
+        self._advertised_port = advertised_port
         self._auth_token = auth_token
         self.handlers: dict[ApiKey, Callable[[Any, Connection], Awaitable[Any]]] = {
             ApiKey.ApiVersions: self.api_versions,
@@ -221,10 +223,10 @@ class KafkaApis:
         return ApiVersionsResponse(error_code=0, api_keys=keys, throttle_time_ms=0)
 
     def _address(self, connection: Connection) -> tuple[str, int]:
-        """The broker's address as clients are told it: the advertised host, else the one the
-        client connected to; the port it connected to."""
+        """The broker's address as clients are told it: the advertised host and port, each where
+        given, else the host and port the client connected to."""
         host, port = connection.local
-        return self._advertised_host or host, port
+        return self._advertised_host or host, self._advertised_port or port
 
     async def metadata(self, request: Any, connection: Connection) -> Any:
         host, port = self._address(connection)
