@@ -13,7 +13,8 @@ Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matc
     │   ├── TopicNotFound
     │   ├── DelayedMessageNotFound  a recall of no waiting delayed message
     │   ├── TransactionNotFound
-    │   └── RangeNotOpen         a batch's range was rolled back (timed out) or never prepared
+    │   ├── RangeNotOpen         a batch's range was rolled back (timed out) or never prepared
+    │   └── TransactionalIdNotFound  no record of the transactional id
     ├── HiddenTopic              a system topic was named
     ├── TopicExists              the topic exists with another queue count or message type
     ├── MessageTypeMismatch      the topic accepts another message type (normal, delayed, ...)
@@ -21,6 +22,9 @@ Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matc
     ├── ResolutionConflict       the transaction was already resolved differently
     ├── MessageIdInUse           the message id is taken by another message or transaction
     ├── OffsetOutOfRange         a pull below the queue's low offset (retention deleted those messages)
+    ├── ProducerFenced           a newer producer with the same transactional_id started
+    ├── InvalidTxnState          a transactional producer's call in the wrong state
+    ├── TransactionAborted       the broker aborted a transaction open past its timeout
     └── BrokerError              any other broker failure (status and message kept)
         └── StorageFull          the broker's disk is full: nothing of the request was stored
 """

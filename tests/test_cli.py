@@ -133,3 +133,11 @@ def test_an_unreachable_broker_exits_2_with_a_clear_message():
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 2 and "cannot reach the admin API" in result.stderr
+
+
+@pytest.mark.parametrize("flag", [["--url", "http://127.0.0.1:8080"], ["--token", "t"], ["--ca", "ca.pem"]])
+def test_the_store_tools_refuse_the_admin_api_s_flags(tmp_path, flag):
+    for argv in ([*flag, "store", "inspect", str(tmp_path)], ["store", "inspect", str(tmp_path), *flag]):
+        result = subprocess.run([sys.executable, "-m", "halfmq_cli", *argv], capture_output=True, text=True)
+        assert result.returncode == 2, result.stdout
+        assert "--url" in result.stderr or "unrecognized arguments" in result.stderr

@@ -6,6 +6,7 @@ official push consumers are told the group's policy and are redelivered by it.""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import subprocess
@@ -205,3 +206,26 @@ def test_the_dead_letter_topic_of_a_group_with_the_longest_name_is_readable(brok
     (letter,) = dead_letters(broker, group)
     assert letter.properties["ORIGIN_MESSAGE_ID"] == message_id
     assert httpx.get(f"{broker.http}/consumers/{group}/retry-policy").json()["dead_letters"] == 1
+
+
+def test_the_cli_lists_the_groups_retrying_messages_and_holding_dead_letters(broker, clock):
+    httpx.put(f"{broker.http}/consumers/dying/retry-policy", json={"max_attempts": 1}).raise_for_status()
+    messaging = broker.broker.messaging
+    queues = {group: send_one(broker)[0] for group in ("dying", "retrying")}
+    for group, queue_id in queues.items():
+        assert len(broker.run(messaging.receive(group, "orders", queue_id, 1, 1, None))) == 1
+    clock.advance(2)
+    for group, queue_id in queues.items():  # the first is past its one delivery, the second gets its second
+        broker.run(messaging.receive(group, "orders", queue_id, 1, 1, None))
+    cli = [sys.executable, "-m", "halfmq_cli", "--url", broker.http, "consumers", "retries"]
+    listed = subprocess.run([*cli, "--json"], capture_output=True, text=True, check=True)
+    assert json.loads(listed.stdout) == [
+        {"group": "dying", "retrying": 0, "dead_letters": 1},
+        {"group": "retrying", "retrying": 1, "dead_letters": 0},
+    ]
+    rows = subprocess.run(cli, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert [row.split() for row in rows] == [
+        ["GROUP", "RETRYING", "DEAD_LETTERS"],
+        ["dying", "0", "1"],
+        ["retrying", "1", "0"],
+    ]

@@ -40,6 +40,18 @@ def test_the_operating_page_s_table_of_ports_names_every_port_flag_of_the_broker
     assert flags <= set(re.findall(r"^\| `(--[a-z-]+)`", table, re.MULTILINE))
 
 
+def test_the_producers_page_names_every_error_the_sdk_raises():
+    import producer_sdk
+    from producer_sdk import errors
+
+    raised = {name for name, kind in vars(errors).items() if isinstance(kind, type) and issubclass(kind, Exception)}
+    assert {"HalfmqError", "StorageFull", "ProducerFenced"} <= raised
+    assert all(hasattr(producer_sdk, name) for name in raised)
+    page = (ROOT / "docs" / "producers.md").read_text()
+    named = set(re.findall(r"\b[A-Z][A-Za-z]+\b", page[page.index("## Errors") :].split("\n## ", 1)[0]))
+    assert raised <= named
+
+
 def write(folder: Path, text: str) -> Path:
     page = folder / "page.md"
     page.write_text(text)

@@ -151,6 +151,13 @@ def test_the_pull_rpcs_read_queues_and_keep_group_offsets_as_the_native_protocol
         )))  # fmt: skip
         assert all(r.message.system_properties.tag == "a" for r in filtered if r.HasField("message"))
         assert filtered[-1].next_offset == len(mine), "the filtered ones are passed over"
+        (sql,) = stub.PullMessage(service.PullMessageRequest(
+            group=group, message_queue=queue, offset=0, batch_size=32,
+            filter_expression=definition.FilterExpression(type=definition.SQL, expression="a > 1"),
+        ))  # fmt: skip
+        assert (sql.status.code, sql.status.message) == (
+            definition.BAD_REQUEST, "SQL filters are not supported; use TAG expressions"
+        )
         at_end = service.PullMessageRequest(group=group, message_queue=queue, offset=len(mine),
                                             long_polling_timeout={"nanos": 300_000_000})  # fmt: skip
         empty = list(stub.PullMessage(at_end))
