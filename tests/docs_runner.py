@@ -32,7 +32,9 @@ RUN, NOT_RUN = {"python", "sh"}, {"text"}
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _DIRECTIVE = re.compile(r"^<!-- run: (?P<verb>skip|background|file|expect)(?P<rest>.*?)\s*-->$")
 # Not linked: what the tour writes, and what building a wheel writes beside the sources.
-_TOUR_OUTPUTS = {".git", "data", "ckpt", "ckpt-payments", "totals.db", "orders-parquet", "build", "dist", "halfmq.egg-info"}
+_TOUR_OUTPUTS = {
+    ".git", "data", "ckpt", "ckpt-payments", "totals.db", "orders-parquet", "build", "dist", "halfmq.egg-info",
+}  # fmt: skip
 BLOCK_TIMEOUT = 600
 
 
