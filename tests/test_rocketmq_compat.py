@@ -156,7 +156,8 @@ def test_the_pull_rpcs_read_queues_and_keep_group_offsets_as_the_native_protocol
             filter_expression=definition.FilterExpression(type=definition.SQL, expression="a > 1"),
         ))  # fmt: skip
         assert (sql.status.code, sql.status.message) == (
-            definition.BAD_REQUEST, "SQL filters are not supported; use TAG expressions"
+            definition.BAD_REQUEST,
+            "SQL filters are not supported; use TAG expressions",
         )
         at_end = service.PullMessageRequest(group=group, message_queue=queue, offset=len(mine),
                                             long_polling_timeout={"nanos": 300_000_000})  # fmt: skip
