@@ -98,7 +98,7 @@ class Broker:
         self._server: grpc.aio.Server | None = None
         self._http: HttpServer | None = None
         self._rocketmq: grpc.aio.Server | None = None
-        self.kafka_groups = Coordinator()
+        self.kafka_groups = Coordinator(settings.group_initial_rebalance_delay)
         kafka_host, kafka_port = settings.kafka_advertised_address or (
             None if settings.advertised_address is None else settings.advertised_address[0],
             None,
@@ -110,6 +110,7 @@ class Broker:
                 self.kafka_groups,
                 advertised_host=kafka_host,
                 advertised_port=kafka_port,
+                auto_create_topics=settings.auto_create_topics,
                 auth_token=settings.auth_token,
             ),
             self.metrics,

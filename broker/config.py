@@ -32,6 +32,8 @@ class Settings:
     kafka_port: int = 9092
     advertised_address: tuple[str, int] | None = None
     kafka_advertised_address: tuple[str, int] | None = None
+    auto_create_topics: bool = True
+    group_initial_rebalance_delay: float = 0.0
     pull_processes: int = 0
     pull_port: int = 0
     segments: bool = True
@@ -124,6 +126,19 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
         "HOST:PORT that Kafka metadata names for this broker, as clients outside a container or behind a remapped"
         " port reach it, like Kafka's advertised.listeners (default: --advertised-address's host, else the address"
         " each client connected to, with the port it connected to)",
+    ),
+    (
+        "auto_create_topics",
+        _on_off,
+        "on: a Kafka client's first use of a topic nobody created creates it, with one partition, as Kafka's"
+        " auto.create.topics.enable and num.partitions; off: it gets UNKNOWN_TOPIC_OR_PARTITION (default on)",
+    ),
+    (
+        "group_initial_rebalance_delay",
+        _positive(float, zero=True),
+        "seconds a new Kafka consumer group's first rebalance waits for more members, and again after each one"
+        " joins, within the rebalance timeout: Kafka's group.initial.rebalance.delay.ms (default 0, as Kafka's"
+        " shipped server.properties; Kafka's built-in default is 3)",
     ),
     (
         "pull_processes",

@@ -49,7 +49,8 @@ RESERVED_PROPERTIES = (*SYSTEM_PROPERTIES, "TRANSACTION_CHECK_TIMES")
 MESSAGE_GROUP = "__SHARDINGKEY"
 DLQ_PREFIX = "%DLQ%"  # a consumer group's dead-letter topic is %DLQ%<group>
 MAX_MESSAGE_GROUP = 128  # characters
-_NAME = re.compile(r"[A-Za-z0-9_%|-]{1,127}")
+# RocketMQ's characters and Kafka's dot (Debezium's server.schema.table, orders.created).
+_NAME = re.compile(r"[A-Za-z0-9._%|-]{1,127}")
 _MESSAGE_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _TRANSACTION_ID = re.compile(r"[0-9a-f]{32}")
 _CLIENT_ID = re.compile(r"[\x21-\x7e]{1,256}")
@@ -428,7 +429,7 @@ class OffsetInTxn:
 def check_name(kind: str, value: str) -> str:
     """Return ``value`` if it is a valid topic or group name, else raise InvalidArgument."""
     if not _NAME.fullmatch(value):
-        raise InvalidArgument(f"{kind} must be 1-127 characters of [A-Za-z0-9_%|-], got {value!r}")
+        raise InvalidArgument(f"{kind} must be 1-127 characters of [A-Za-z0-9._%|-], got {value!r}")
     return value
 
 

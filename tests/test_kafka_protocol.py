@@ -320,3 +320,43 @@ def test_metadata_and_the_coordinator_name_the_kafka_advertised_address(tmp_path
         assert (found.error_code, found.host, found.port) == (0, "edge", 19092)
     finally:
         broker.stop()
+
+
+def test_a_topic_named_first_by_a_producer_is_created_with_one_partition_unless_auto_creation_is_off(tmp_path):
+    def metadata(port: int, topic: str, allow: bool) -> Any:
+        asked = MetadataRequest[8].MetadataRequestTopic(name=topic)
+        request = MetadataRequest[8](topics=[asked], allow_auto_topic_creation=allow)
+        (answer,) = Wire(port).call(request, MetadataResponse).topics
+        return answer
+
+    broker = BrokerThread(broker_settings(tmp_path / "data"))
+    off = BrokerThread(broker_settings(tmp_path / "off", auto_create_topics=False))
+    try:
+        created = metadata(broker.broker.kafka_port, "orders.created", True)
+        assert (created.error_code, created.name, len(created.partitions)) == (0, "orders.created", 1)
+        assert metadata(broker.broker.kafka_port, "other", False).error_code == kerr.UnknownTopicOrPartitionError.errno
+        before = store_snapshot(tmp_path / "off")
+        refused = metadata(off.broker.kafka_port, "orders.created", True)
+        assert refused.error_code == kerr.UnknownTopicOrPartitionError.errno
+        assert store_snapshot(tmp_path / "off") == before
+    finally:
+        broker.stop()
+        off.stop()
+
+
+def test_topic_names_with_dots_are_created_produced_to_and_read(broker):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = f"127.0.0.1:{broker.broker.kafka_port}"
+    name = "dbserver1.inventory.customers"  # Debezium's server.schema.table
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 2)])[name].result(timeout=10)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(name, b"row", partition=1)
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdc.readers", "auto.offset.reset": "earliest"})
+    consumer.subscribe([name])
+    read = [m.value() for m in consumer.consume(1, 10) if not m.error()]
+    consumer.close()
+    assert read == [b"row"]

@@ -46,7 +46,7 @@ _MESSAGE_TYPE = "the one message type it accepts; null accepts every type"
 
 
 class TopicIn(BaseModel):
-    name: str = Field(min_length=1, max_length=127, pattern=r"^[A-Za-z0-9_%|-]+$")
+    name: str = Field(min_length=1, max_length=127, pattern=r"^[A-Za-z0-9._%|-]+$")
     queues: int = Field(default=4, ge=1, le=MAX_QUEUES)
     retention_seconds: float | None = Field(
         default=None, ge=0, le=MAX_RETENTION, description=f"{_RETENTION}; null leaves an existing topic's as it is"

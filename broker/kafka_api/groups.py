@@ -6,6 +6,9 @@ A join while the group is stable starts a rebalance: each member learns of it fr
 heartbeat and joins again; the round ends when every member has, or at the longest rebalance
 timeout, without those that did not. The leader (the first to join) gets every member's
 subscription and sends the assignment in its SyncGroup, which every member then gets.
+
+A new group's first round waits ``initial_delay`` for more members, and as long again after each
+one that joins, within the longest rebalance timeout: Kafka's ``group.initial.rebalance.delay.ms``.
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ class Group:
     leader: str = ""
     members: dict[str, Member] = field(default_factory=dict)
     deadline: asyncio.TimerHandle | None = None
+    delay_left: float | None = None  # while a new group's first round waits: how much more it may
 
 
 @dataclass(frozen=True)
@@ -101,8 +105,9 @@ class Coordinator:
     """Session timeouts are wall-clock time (``time.monotonic``), never the broker's clock, which
     tests may move by hours."""
 
-    def __init__(self) -> None:
+    def __init__(self, initial_delay: float = 0.0) -> None:
         self._groups: dict[str, Group] = {}
+        self._initial_delay = initial_delay
 
     def group(self, name: str) -> Group | None:
         return self._groups.get(name)
@@ -162,10 +167,22 @@ class Coordinator:
         if member.synced is not None and not member.synced.done():
             member.synced.set_exception(KafkaError(RebalanceInProgressError.errno))
         member.joined = asyncio.get_running_loop().create_future()
-        if group.state is not State.JOINING:
+        if group.state is State.EMPTY and self._initial_delay > 0:
+            self._delay(group, rebalance_timeout)
+        elif group.state is not State.JOINING:
             self._prepare(group)
+        elif group.delay_left is not None and member_id == "":
+            self._delay(group, group.delay_left)
         self._maybe_complete(group)
         return await member.joined
+
+    def _delay(self, group: Group, left: float) -> None:
+        """Wait ``initial_delay`` more (at most ``left``) before a new group's first round ends."""
+        if group.deadline is not None:
+            group.deadline.cancel()
+        wait = min(self._initial_delay, left)
+        group.state, group.delay_left = State.JOINING, left - wait
+        group.deadline = asyncio.get_running_loop().call_later(wait, self._complete, group)
 
     def _prepare(self, group: Group) -> None:
         """Start a join round; members waiting for their assignment are told to join again."""
@@ -177,7 +194,8 @@ class Coordinator:
         group.deadline = asyncio.get_running_loop().call_later(timeout, self._complete, group)
 
     def _maybe_complete(self, group: Group) -> None:
-        if all(m.joined is not None and not m.joined.done() for m in group.members.values()):
+        waiting = all(m.joined is not None and not m.joined.done() for m in group.members.values())
+        if waiting and group.delay_left is None:  # a new group's first round waits out its delay
             self._complete(group)
 
     def _complete(self, group: Group) -> None:
@@ -185,6 +203,7 @@ class Coordinator:
         if group.deadline is not None:
             group.deadline.cancel()
             group.deadline = None
+        group.delay_left = None
         for member_id, member in list(group.members.items()):
             if member.joined is None or member.joined.done():
                 del group.members[member_id]

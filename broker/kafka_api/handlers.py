@@ -76,6 +76,7 @@ from broker.errors import (
     OffsetOutOfRange,
     StorageFull,
     TopicExists,
+    TopicNotFound,
 )
 from broker.kafka_api.groups import Coordinator, KafkaError
 from broker.kafka_api.records import BadRecords, gap_marker, read_batches, to_batch, to_columns, to_messages
@@ -86,6 +87,7 @@ from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES
 NODE_ID = 0
 FETCH_POLL = 0.05  # seconds between looks at the fetched partitions during a long poll
 CLUSTER_ID = "halfmq"
+AUTO_CREATED_PARTITIONS = 1  # Kafka's num.partitions
 
 # What ApiVersions advertises: (min, max) per API key; a request of another key or version
 # closes its connection (``broker.kafka_api.server``). The maxima are the last versions before
@@ -181,6 +183,7 @@ class KafkaApis:
         *,
         advertised_host: str | None,
         advertised_port: int | None,
+        auto_create_topics: bool,
         auth_token: str | None,
     ) -> None:
         self._messaging = messaging
@@ -188,6 +191,7 @@ class KafkaApis:
         self._groups = coordinator
         self._advertised_host = advertised_host
         self._advertised_port = advertised_port
+        self._auto_create = auto_create_topics
         self._auth_token = auth_token
         self.handlers: dict[ApiKey, Callable[[Any, Connection], Awaitable[Any]]] = {
             ApiKey.ApiVersions: self.api_versions,
@@ -231,10 +235,18 @@ class KafkaApis:
     async def metadata(self, request: Any, connection: Connection) -> Any:
         host, port = self._address(connection)
         names = None if request.topics is None else [t.name for t in request.topics]
+        # Before v4 a request cannot say; Kafka then creates.
+        auto_create = self._auto_create and getattr(request, "allow_auto_topic_creation", True)
         topics = []
         for name in [t.name for t in self._messaging.topics()] if names is None else names:
             try:
-                queues = self._messaging.queue_count(name)
+                try:
+                    queues = self._messaging.queue_count(name)
+                except TopicNotFound:
+                    if not auto_create:
+                        raise
+                    await self._messaging.create_topic(name, AUTO_CREATED_PARTITIONS)
+                    queues = self._messaging.queue_count(name)
             except HalfmqError as exc:
                 topics.append(
                     MetadataResponse.MetadataResponseTopic(error_code=error_code(exc), name=name, partitions=[])
