@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 from halfmq_cli import store as store_tools
 from halfmq_cli.client import AdminClient, AdminError
+from halfmq_peers.jvm import PeerFailed
 
 
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
@@ -256,7 +258,39 @@ def parser() -> argparse.ArgumentParser:
     command(store_actions, "compact", offline=True, help="VACUUM the store; the broker must be stopped").add_argument(
         "dir", type=Path
     )
+    peers = command(resources, "peers", offline=True, help="the real brokers: Apache RocketMQ 5 and Apache Kafka")
+    peer_actions = peers.add_subparsers(dest="action", required=True)
+    peer = command(
+        peer_actions,
+        "run",
+        offline=True,
+        help="start one (fetched from Maven Central once), print its endpoints as one JSON line once it answers,"
+        " stop it on SIGTERM or Ctrl-C",
+    )
+    peer.add_argument("name", choices=["rocketmq", "kafka"])
+    peer.add_argument("--workdir", type=Path, help="its data and logs (default: a temporary folder, removed after)")
+    peer.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting (RocketMQ's broker.conf, or its rmq-proxy.json as proxy.KEY; Kafka's"
+        " server.properties); repeatable",
+    )
+    peer.add_argument("--exit-with", type=int, metavar="PID", help="also stop when this process ends")
     return root
+
+
+def run_peer(args: argparse.Namespace, out: Callable[[str], None]) -> None:
+    """``peers run``: the real broker in the foreground."""
+    from halfmq_peers.run import run as run_peer_process
+
+    config = dict(setting.partition("=")[::2] for setting in args.config)
+    if args.workdir is not None:
+        run_peer_process(args.name, args.workdir, config, exit_with=args.exit_with, out=out)
+        return
+    with tempfile.TemporaryDirectory(prefix=f"halfmq-{args.name}-") as workdir:
+        run_peer_process(args.name, Path(workdir), config, exit_with=args.exit_with, out=out)
 
 
 def run_store(args: argparse.Namespace, out: Callable[[str], None]) -> None:
@@ -281,8 +315,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     cli = parser()
     args = cli.parse_args(argv)
     given = vars(args)
-    if args.resource == "store" and any(flag in given for flag in CONNECTION_FLAGS):
-        cli.error("the store tools read the data directory itself: --url, --token and --ca do not apply")
+    if args.resource in ("store", "peers") and any(flag in given for flag in CONNECTION_FLAGS):
+        cli.error(f"halfmq {args.resource} works without a broker: --url, --token and --ca do not apply")
+    if args.resource == "peers" and any("=" not in setting for setting in args.config):
+        cli.error("--config takes KEY=VALUE")
     given.setdefault("url", os.environ.get("HALFMQ_URL", DEFAULT_URL))
     given.setdefault("token", os.environ.get("HALFMQ_AUTH_TOKEN"))
     given.setdefault("ca", None)
@@ -292,6 +328,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _main(argv: Sequence[str] | None, out: Callable[[str], None]) -> None:
     args = parse(argv)
+    if args.resource == "peers":
+        try:
+            run_peer(args, out)
+        except PeerFailed as exc:
+            print(f"halfmq: {exc}", file=sys.stderr)
+            sys.exit(1)
+        return
     if args.resource == "store":
         try:
             run_store(args, out)

@@ -262,14 +262,16 @@ class Coordinator:
 
     def check_generation(self, name: str, member_id: str, generation: int) -> None:
         """For an offset commit: -1 commits without a group membership (a consumer assigning its
-        own partitions); else the member must be in the group's current generation."""
+        own partitions); else the member must be in the group's current generation. As Kafka's
+        coordinator, a member of it still commits while a rebalance is being prepared (it owns
+        its partitions until it joins again), not while the group awaits its assignment."""
         if generation < 0:
             return
         group, _ = self._member(name, member_id)
-        if group.state is State.JOINING:
-            raise KafkaError(RebalanceInProgressError.errno)
         if generation != group.generation:
             raise KafkaError(IllegalGenerationError.errno)
+        if group.state is State.SYNCING:
+            raise KafkaError(RebalanceInProgressError.errno)
 
     def _member(self, name: str, member_id: str) -> tuple[Group, Member]:
         group = self._groups.get(name)

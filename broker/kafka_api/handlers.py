@@ -82,7 +82,7 @@ from broker.kafka_api.groups import Coordinator, KafkaError
 from broker.kafka_api.records import BadRecords, gap_marker, read_batches, to_batch, to_columns, to_messages
 from broker.kafka_api.transactions import KafkaTransactions, txn_error
 from broker.messaging import MAX_BATCH, MessagingService
-from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES
+from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES, check_name
 
 NODE_ID = 0
 FETCH_POLL = 0.05  # seconds between looks at the fetched partitions during a long poll
@@ -144,6 +144,15 @@ REQUESTS: dict[ApiKey, Any] = {
     ApiKey.SaslAuthenticate: SaslAuthenticateRequest,
 }
 PLAIN = "PLAIN"
+
+
+def name_error(topic: str) -> int | None:
+    """INVALID_TOPIC_EXCEPTION for a name no topic may have, as Kafka answers it; else None."""
+    try:
+        check_name("topic", topic)
+    except InvalidArgument:
+        return int(kerr.InvalidTopicError.errno)
+    return None
 
 
 def error_code(exc: HalfmqError) -> int:
@@ -273,26 +282,34 @@ class KafkaApis:
     async def create_topics(self, request: Any, _: Connection) -> Any:
         results = []
         for topic in request.topics:
-            try:
-                if topic.assignments:
-                    raise InvalidArgument("halfmq places partitions itself: give a partition count, not assignments")
-                queues = 1 if topic.num_partitions == -1 else topic.num_partitions
-                if not 1 <= queues <= MAX_QUEUES:
-                    raise InvalidArgument(f"partitions must be between 1 and {MAX_QUEUES}, got {topic.num_partitions}")
-                if request.validate_only:
-                    self._messaging.topic(topic.name)
-                    raise TopicExists(f"topic {topic.name!r} exists")
-                if not await self._messaging.create_topic(topic.name, queues):
-                    raise TopicExists(f"topic {topic.name!r} exists")
-                code, message = 0, None
-            except NotFound:
-                code, message = 0, None  # validate_only: it could be created
-            except HalfmqError as exc:
-                code, message = error_code(exc), str(exc)
+            invalid = name_error(topic.name)
+            code, message = (
+                (invalid, f"invalid topic name {topic.name!r}")
+                if invalid is not None
+                else await self._create_topic(topic, request.validate_only)
+            )
             results.append(
                 CreateTopicsResponse.CreatableTopicResult(name=topic.name, error_code=code, error_message=message)
             )
         return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+    async def _create_topic(self, topic: Any, validate_only: bool) -> tuple[int, str | None]:
+        try:
+            if topic.assignments:
+                raise InvalidArgument("halfmq places partitions itself: give a partition count, not assignments")
+            queues = 1 if topic.num_partitions == -1 else topic.num_partitions
+            if not 1 <= queues <= MAX_QUEUES:
+                raise InvalidArgument(f"partitions must be between 1 and {MAX_QUEUES}, got {topic.num_partitions}")
+            if validate_only:
+                self._messaging.topic(topic.name)
+                raise TopicExists(f"topic {topic.name!r} exists")
+            if not await self._messaging.create_topic(topic.name, queues):
+                raise TopicExists(f"topic {topic.name!r} exists")
+        except NotFound:
+            pass  # validate_only: it could be created
+        except HalfmqError as exc:
+            return error_code(exc), str(exc)
+        return 0, None
 
     async def delete_topics(self, request: Any, _: Connection) -> Any:
         """halfmq keeps its topics: TOPIC_DELETION_DISABLED, Kafka's answer with delete.topic.enable=false."""

@@ -1,0 +1,79 @@
+"""Judging a scenario: the outcome a client program records against halfmq and against the real
+broker, compared field by field; a field that differs fails unless departures.toml lists it,
+with its reason. With ``HALFMQ_PARITY_RESULTS`` set, every judgement is appended there as a
+JSON line, from which ``python -m tests.conformance.parity`` writes docs/parity.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = "HALFMQ_PARITY_RESULTS"
+
+
+@dataclass(frozen=True)
+class Difference:
+    field: str
+    halfmq: Any
+    real: Any
+
+
+@dataclass(frozen=True)
+class Departure:
+    """A field of a scenario's outcome where halfmq knowingly differs from the real broker."""
+
+    protocol: str
+    scenario: str
+    field: str
+    reason: str
+    clients: tuple[str, ...] = ()  # none: every client
+
+    def covers(self, protocol: str, scenario: str, client: str, field: str) -> bool:
+        return (
+            (self.protocol, self.scenario) == (protocol, scenario)
+            and (field == self.field or field.startswith(f"{self.field}."))
+            and (not self.clients or client in self.clients)
+        )
+
+
+@cache
+def departures() -> tuple[Departure, ...]:
+    listed = tomllib.loads((HERE / "departures.toml").read_text()).get("departure", [])
+    return tuple(Departure(**{**entry, "clients": tuple(entry.get("clients", ()))}) for entry in listed)
+
+
+def differences(halfmq: Any, real: Any, path: str = "") -> list[Difference]:
+    """Where two outcomes differ: mappings field by field (a dotted path), anything else whole."""
+    if isinstance(halfmq, Mapping) and isinstance(real, Mapping):
+        found = []
+        for key in sorted(set(halfmq) | set(real)):
+            found += differences(halfmq.get(key), real.get(key), f"{path}.{key}" if path else str(key))
+        return found
+    return [] if halfmq == real else [Difference(path, halfmq, real)]
+
+
+def judge(protocol: str, scenario: str, client: str, halfmq: Mapping[str, Any], real: Mapping[str, Any]) -> None:
+    """Fail, naming each field, when the outcomes differ where no departure explains it."""
+    found = differences(halfmq, real)
+    explained = {
+        d.field: next(x for x in departures() if x.covers(protocol, scenario, client, d.field))
+        for d in found
+        if any(x.covers(protocol, scenario, client, d.field) for x in departures())
+    }
+    if RESULTS in os.environ:
+        line = {"protocol": protocol, "scenario": scenario, "client": client, "halfmq": halfmq, "real": real,
+                "departures": [{"field": f, "reason": d.reason} for f, d in explained.items()]}  # fmt: skip
+        with open(os.environ[RESULTS], "a") as out:
+            out.write(json.dumps(line) + "\n")
+    unexplained = [d for d in found if d.field not in explained]
+    assert not unexplained, f"{protocol} {scenario} with {client} differs from the real broker:\n" + "\n".join(
+        f"  {d.field}: halfmq {json.dumps(d.halfmq)}, real {json.dumps(d.real)}" for d in unexplained
+    )
