@@ -85,14 +85,14 @@ def native_consume(address: str, topic: str, count: int) -> float:
         return count / (time.perf_counter() - began)
 
 
-def kafka_transactions(bootstrap: str, topic: str, count: int, body: bytes) -> float:
+def kafka_transactions(bootstrap: str, topic: str, count: int, body: bytes, size: int = TXN_SIZE) -> float:
     producer = KafkaProducer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{time.time_ns()}",
                               "linger.ms": 0})  # fmt: skip
     producer.init_transactions(30)
     began = time.perf_counter()
     for _ in range(count):
         producer.begin_transaction()
-        for _ in range(TXN_SIZE):
+        for _ in range(size):
             producer.produce(topic, value=body)
         producer.commit_transaction(30)
     return count / (time.perf_counter() - began)
