@@ -10,6 +10,7 @@ import os
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -124,6 +125,14 @@ class RocketMQ:
         self._ports: dict[str, int] = {}  # kept across restarts
         self._jvms: list[Jvm] = []
         self._classpath = ""
+
+    @classmethod
+    def running_at(cls, endpoints: Mapping[str, str]) -> RocketMQ:
+        """The RocketMQ that ``halfmq peers run`` (or the ``rocketmq_peer`` fixture) started at
+        ``endpoints``, for ``create_topic`` and ``set_group``; it neither starts nor stops it."""
+        peer = cls(Path(tempfile.gettempdir()))
+        peer.endpoints = dict(endpoints)
+        return peer
 
     @property
     def store_dir(self) -> Path:
