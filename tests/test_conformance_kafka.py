@@ -21,7 +21,11 @@ from tests.conformance.judge import judge
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROGRAMS = Path(__file__).resolve().parent / "conformance" / "programs"
-CLIENTS = {"confluent-kafka": [sys.executable, str(PROGRAMS / "kafka_confluent.py")]}
+CLIENTS = {
+    "confluent-kafka": [sys.executable, str(PROGRAMS / "kafka_confluent.py")],
+    "aiokafka": [sys.executable, str(PROGRAMS / "kafka_aiokafka.py")],
+    "kafka-python": [sys.executable, str(PROGRAMS / "kafka_kafkapython.py")],
+}
 SCENARIOS = [
     "produce-consume", "topics", "auto-create", "group-together", "group-late-and-leaving", "offsets", "idempotent",
     "transactions", "fencing", "send-offsets", "transaction-timeout",

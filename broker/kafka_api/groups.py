@@ -150,7 +150,11 @@ class Coordinator:
             raise KafkaError(InconsistentGroupProtocolError.errno)
         if member_id and member_id not in group.members:
             raise KafkaError(UnknownMemberIdError.errno)
-        member = group.members.get(member_id) or Member(
+        known = group.members.get(member_id)
+        if known is not None and known.protocols == protocols and self._settled(group, member_id):
+            known.seen = time.monotonic()  # nothing changed: as Kafka, no new round
+            return self._joined(group, known)
+        member = known or Member(
             member_id=f"{client_id or 'member'}-{uuid.uuid4()}",
             client_id=client_id,
             client_host=client_host,
@@ -216,18 +220,24 @@ class Coordinator:
             group.leader = next(iter(group.members))
         shared = _shared(group)
         group.protocol = next(p for p in group.members[group.leader].protocols if p in shared)
-        everyone = [(m.member_id, m.protocols[group.protocol]) for m in group.members.values()]
         for member in group.members.values():
             assert member.joined is not None
-            member.joined.set_result(
-                Joined(
-                    group.generation,
-                    group.protocol,
-                    group.leader,
-                    member.member_id,
-                    everyone if member.member_id == group.leader else [],
-                )
-            )
+            member.joined.set_result(self._joined(group, member))
+
+    @staticmethod
+    def _settled(group: Group, member_id: str) -> bool:
+        """Whether a member's join with unchanged metadata gets the current generation back rather
+        than a new round: while the group awaits its assignment, or when it is stable and the
+        member is not its leader (a leader's join asks for a new assignment), as Kafka's
+        coordinator does (a client may have given up on a join that completed)."""
+        return group.state is State.SYNCING or (group.state is State.STABLE and member_id != group.leader)
+
+    @staticmethod
+    def _joined(group: Group, member: Member) -> Joined:
+        """The current generation as ``member`` learns it; the leader gets every member's metadata."""
+        leader = member.member_id == group.leader
+        everyone = [(m.member_id, m.protocols[group.protocol]) for m in group.members.values()] if leader else []
+        return Joined(group.generation, group.protocol, group.leader, member.member_id, everyone)
 
     async def sync(self, name: str, member_id: str, generation: int, assignments: dict[str, bytes]) -> bytes:
         group, member = self._member(name, member_id)
