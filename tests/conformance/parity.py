@@ -22,7 +22,9 @@ CLIENT_PACKAGES = {"confluent-kafka": "confluent-kafka", "aiokafka": "aiokafka",
 
 def client_version(client: str) -> str:
     try:
-        return f"{client} {importlib.metadata.version(CLIENT_PACKAGES[client])}"
+        package = CLIENT_PACKAGES[client]
+        named = client if client == package else f"{client} ({package})"
+        return f"{named} {importlib.metadata.version(package)}"
     except (KeyError, importlib.metadata.PackageNotFoundError):
         return client
 
