@@ -4,19 +4,15 @@ by field, or differ only where tests/conformance/departures.toml says why."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from halfmq_testing import EmbeddedBroker
-from tests.conformance.judge import judge
+from tests.conformance.judge import judge_program
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -38,23 +34,9 @@ def halfmq_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedB
         yield broker
 
 
-def outcome(client: str, bootstrap: str, prefix: str, scenario: str) -> dict[str, Any]:
-    ran = subprocess.run([*CLIENTS[client], bootstrap, prefix, scenario], capture_output=True, text=True, timeout=240)
-    assert ran.returncode == 0, f"{client} {scenario} against {bootstrap} failed:\n{ran.stderr[-4000:]}"
-    result: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1])
-    return result
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_the_scenario_s_outcome_is_the_real_kafka_s(client: str, scenario: str, halfmq_kafka, kafka_peer):
     prefix = f"{scenario}-{uuid.uuid4().hex[:8]}"
-    with ThreadPoolExecutor(2) as both:
-        ours = both.submit(outcome, client, halfmq_kafka.kafka_bootstrap, prefix, scenario)
-        theirs = both.submit(outcome, client, kafka_peer.endpoints["bootstrap"], prefix, scenario)
-        judge("kafka", scenario, client, _unprefixed(ours.result(), prefix), _unprefixed(theirs.result(), prefix))
-
-
-def _unprefixed(found: Any, prefix: str) -> Any:
-    """The outcome with the run's prefix in names replaced by ``P``, so runs compare."""
-    return json.loads(json.dumps(found).replace(prefix, "P"))
+    judge_program("kafka", scenario, client, CLIENTS[client], prefix, halfmq_kafka.kafka_bootstrap,
+                  kafka_peer.endpoints["bootstrap"])  # fmt: skip

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 from halfmq_peers import rocketmq
 from halfmq_testing import EmbeddedBroker
 from halfmq_testing.peers import RunningPeer
-from tests.conformance.judge import judge
+from tests.conformance.judge import judge_program
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -80,13 +79,6 @@ def prepare_peer(endpoints: Mapping[str, str], plan: Mapping[str, list[list[Any]
         peer.set_group(group, max_attempts=max_attempts, fifo=fifo)
 
 
-def outcome(client: str, endpoint: str, prefix: str, scenario: str) -> dict[str, Any]:
-    ran = subprocess.run([*CLIENTS[client], endpoint, prefix, scenario], capture_output=True, text=True, timeout=240)
-    assert ran.returncode == 0, f"{client} {scenario} against {endpoint} failed:\n{ran.stderr[-4000:]}"
-    result: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1])
-    return result
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_the_scenario_s_outcome_is_the_real_rocketmq_s(
@@ -96,12 +88,5 @@ def test_the_scenario_s_outcome_is_the_real_rocketmq_s(
     plan = needs(client, prefix, scenario)
     prepare_halfmq(halfmq_rocketmq, plan)
     prepare_peer(rocketmq_peer.endpoints, plan)
-    with ThreadPoolExecutor(2) as both:
-        ours = both.submit(outcome, client, halfmq_rocketmq.rocketmq_endpoint, prefix, scenario)
-        theirs = both.submit(outcome, client, rocketmq_peer.endpoints["proxy"], prefix, scenario)
-        judge("rocketmq", scenario, client, _unprefixed(ours.result(), prefix), _unprefixed(theirs.result(), prefix))
-
-
-def _unprefixed(found: Any, prefix: str) -> Any:
-    """The outcome with the run's prefix in names replaced by ``P``, so runs compare."""
-    return json.loads(json.dumps(found).replace(prefix, "P"))
+    judge_program("rocketmq", scenario, client, CLIENTS[client], prefix, halfmq_rocketmq.rocketmq_endpoint,
+                  rocketmq_peer.endpoints["proxy"])  # fmt: skip

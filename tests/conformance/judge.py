@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -77,3 +79,22 @@ def judge(protocol: str, scenario: str, client: str, halfmq: Mapping[str, Any], 
     assert not unexplained, f"{protocol} {scenario} with {client} differs from the real broker:\n" + "\n".join(
         f"  {d.field}: halfmq {json.dumps(d.halfmq)}, real {json.dumps(d.real)}" for d in unexplained
     )
+
+
+def outcome(command: Sequence[str], endpoint: str, prefix: str, scenario: str) -> dict[str, Any]:
+    """What a scenario program printed last, run against ``endpoint``, with the run's ``prefix``
+    in names replaced by ``P`` so that runs compare."""
+    ran = subprocess.run([*command, endpoint, prefix, scenario], capture_output=True, text=True, timeout=240)
+    assert ran.returncode == 0, f"{scenario} against {endpoint} failed:\n{ran.stderr[-4000:]}"
+    found: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1].replace(prefix, "P"))
+    return found
+
+
+def judge_program(
+    protocol: str, scenario: str, client: str, command: Sequence[str], prefix: str, halfmq: str, real: str
+) -> None:
+    """Run a scenario program against halfmq's endpoint and the real broker's at once, and judge."""
+    with ThreadPoolExecutor(2) as both:
+        ours = both.submit(outcome, command, halfmq, prefix, scenario)
+        theirs = both.submit(outcome, command, real, prefix, scenario)
+        judge(protocol, scenario, client, ours.result(), theirs.result())
