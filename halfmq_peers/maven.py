@@ -4,6 +4,7 @@ the downloads too)."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -32,19 +33,26 @@ def classpath(name: str, artifacts: Sequence[str]) -> str:
     home = cache_dir() / name
     pom = _pom(name, artifacts)
     done = home / f".fetched-{hashlib.sha256(pom.encode()).hexdigest()[:16]}"
-    if not done.exists():
-        home.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(home / "lib", ignore_errors=True)  # no jar of another set of artifacts stays
-        (home / "pom.xml").write_text(pom)
-        command = ["mvn", "-B", "-q", "dependency:copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory=lib"]
-        try:
-            fetched = subprocess.run(command, cwd=home, capture_output=True, text=True, timeout=_FETCH_TIMEOUT)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise PeerFailed(f"fetching {name} through Maven: {exc}") from exc
-        if fetched.returncode != 0:
-            raise PeerFailed(f"fetching {name} through Maven failed:\n{(fetched.stdout + fetched.stderr)[-4000:]}")
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one fetch at a time into lib/: another process may be at it
+        if not done.exists():
+            _fetch(name, home, pom)
         done.touch()
     return str(home / "lib" / "*")
+
+
+def _fetch(name: str, home: Path, pom: str) -> None:
+    """Copy the pom's dependencies into ``home/lib`` through Maven. Raises PeerFailed."""
+    shutil.rmtree(home / "lib", ignore_errors=True)  # no jar of another set of artifacts stays
+    (home / "pom.xml").write_text(pom)
+    command = ["mvn", "-B", "-q", "dependency:copy-dependencies", "-DincludeScope=runtime", "-DoutputDirectory=lib"]
+    try:
+        fetched = subprocess.run(command, cwd=home, capture_output=True, text=True, timeout=_FETCH_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise PeerFailed(f"fetching {name} through Maven: {exc}") from exc
+    if fetched.returncode != 0:
+        raise PeerFailed(f"fetching {name} through Maven failed:\n{(fetched.stdout + fetched.stderr)[-4000:]}")
 
 
 def _pom(name: str, artifacts: Sequence[str]) -> str:
