@@ -87,7 +87,7 @@ from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES, check_name
 NODE_ID = 0
 FETCH_POLL = 0.05  # seconds between looks at the fetched partitions during a long poll
 CLUSTER_ID = "halfmq"
-AUTO_CREATED_PARTITIONS = 1  # Kafka's num.partitions
+DEFAULT_PARTITIONS = 1  # Kafka's num.partitions: a topic created on first use, or without a count
 
 # What ApiVersions advertises: (min, max) per API key; a request of another key or version
 # closes its connection (``broker.kafka_api.server``). The maxima are the last versions before
@@ -254,7 +254,7 @@ class KafkaApis:
                 except TopicNotFound:
                     if not auto_create:
                         raise
-                    await self._messaging.create_topic(name, AUTO_CREATED_PARTITIONS)
+                    await self._messaging.create_topic(name, DEFAULT_PARTITIONS)
                     queues = self._messaging.queue_count(name)
             except HalfmqError as exc:
                 topics.append(
@@ -297,7 +297,7 @@ class KafkaApis:
         try:
             if topic.assignments:
                 raise InvalidArgument("halfmq places partitions itself: give a partition count, not assignments")
-            queues = 1 if topic.num_partitions == -1 else topic.num_partitions
+            queues = DEFAULT_PARTITIONS if topic.num_partitions == -1 else topic.num_partitions
             if not 1 <= queues <= MAX_QUEUES:
                 raise InvalidArgument(f"partitions must be between 1 and {MAX_QUEUES}, got {topic.num_partitions}")
             if validate_only:
