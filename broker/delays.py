@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import HalfmqError, InvalidArgument, InvalidDeliveryTime
-from broker.model import Message, Placement
+from broker.model import DELIVER_AT, Message, Placement
 from broker.ratelog import RateLimitedLog
 from broker.store import Store
 
@@ -19,6 +21,16 @@ log = logging.getLogger(__name__)
 
 TICK = 0.05  # seconds between looks at when the next delayed message is due, at most
 STEP = 1000  # delayed messages delivered per write
+_HANDLE = re.compile(r"(\d{1,18})\.(\d{1,15})")  # delay id . due time (ms)
+
+
+def due_of(recall_handle: str) -> tuple[int, int]:
+    """The delay id a recall handle names, and when its message is (or was) due, in broker ms.
+    Raises InvalidArgument for a malformed handle."""
+    named = _HANDLE.fullmatch(recall_handle)
+    if named is None:
+        raise InvalidArgument(f"malformed recall handle {recall_handle[:40]!r}")
+    return int(named[1]), int(named[2])
 
 
 class DelayService:
@@ -44,17 +56,20 @@ class DelayService:
         return True
 
     async def hold(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> list[Placement]:
-        """Store delayed messages for their queues, all or none; each placement's offset is -1
-        (it has none until due) and its recall handle names it."""
-        held = await self._store.hold(placed, now_ms)
-        return [Placement(h.topic, h.queue_id, -1, h.message_id, recall_handle=str(h.delay_id)) for h in held]
+        """Store delayed messages for their queues, all or none, each with its due time in its
+        ``DELIVER_AT`` property; each placement's offset is -1 (it has none until due) and its
+        recall handle names it and when it is due."""
+        timed = [(replace(m, properties={**m.properties, DELIVER_AT: str(m.deliver_at)}), q) for m, q in placed]
+        held = await self._store.hold(timed, now_ms)
+        return [
+            Placement(h.topic, h.queue_id, -1, h.message_id, recall_handle=f"{h.delay_id}.{h.due_at}") for h in held
+        ]
 
     async def recall(self, topic: str, recall_handle: str) -> str:
         """Cancel a delayed message before it is due; return its message id. Raises
         InvalidArgument for a malformed handle, DelayedMessageNotFound if none waits under it."""
-        if not recall_handle.isdigit() or len(recall_handle) > 18:
-            raise InvalidArgument(f"malformed recall handle {recall_handle[:40]!r}")
-        return await self._store.recall(topic, int(recall_handle))
+        delay_id, _ = due_of(recall_handle)
+        return await self._store.recall(topic, delay_id)
 
     async def deliver_due(self) -> int:
         """Deliver every delayed message due now; return how many."""

@@ -8,7 +8,7 @@ from typing import cast
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.columns import MessageColumns, check_columns
-from broker.delays import DelayService
+from broker.delays import DelayService, due_of
 from broker.errors import HalfmqError, InvalidArgument
 from broker.model import (
     MAX_PULL,
@@ -138,6 +138,11 @@ class MessagingService(PullService):
         check_data_topic(topic)
         self._store.topic(topic)
         return await self._delays.recall(topic, recall_handle)
+
+    def is_due(self, recall_handle: str) -> bool:
+        """Whether the delayed message a recall handle names was due by now: delivered, unless
+        recalled before. Raises InvalidArgument for a malformed handle."""
+        return due_of(recall_handle)[1] <= to_ms(self._clock())
 
     def _queue_of(self, message: Message) -> int:
         """The queue a message goes to, once it is found fit for its topic (its size, names and

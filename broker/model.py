@@ -43,7 +43,9 @@ MAX_PULL = 1024  # messages in one pull
 MAX_PROPERTIES = 128
 MAX_PROPERTIES_BYTES = 16 * 1024
 MAX_KEYS = 64
-RESERVED_PROPERTIES = (*SYSTEM_PROPERTIES, "TRANSACTION_CHECK_TIMES")
+# A delayed message's due time (broker ms), kept with it once delivered: RocketMQ's own name.
+DELIVER_AT = "TIMER_DELIVER_MS"
+RESERVED_PROPERTIES = (*SYSTEM_PROPERTIES, "TRANSACTION_CHECK_TIMES", DELIVER_AT)
 # The property holding a FIFO message's message group, RocketMQ's own name for it: messages of one
 # group go to one queue, in the order they were sent.
 MESSAGE_GROUP = "__SHARDINGKEY"

@@ -15,8 +15,9 @@ from broker.model import DLQ_PREFIX
 # The properties of a dead letter: its topic (RocketMQ's name for it), its message id there, and
 # how many times it was delivered to the group.
 ORIGIN_TOPIC, ORIGIN_MESSAGE_ID, DELIVERY_ATTEMPTS = "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "DELIVERY_ATTEMPTS"
-# RocketMQ's backoff between deliveries to a concurrent group (seconds): 10 s, 30 s, 1 min ... 2 h.
-ROCKETMQ_BACKOFF = (10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+# RocketMQ 5's backoff between deliveries to a concurrent group (seconds): its proxy's default
+# retry policy (CustomizedRetryPolicy), 1 s, 5 s, 10 s, 30 s, 1 min ... 2 h.
+ROCKETMQ_BACKOFF = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 # halfmq's backoff for a FIFO group: a fixed second, the message group waiting meanwhile.
 FIFO_BACKOFF = (1.0,)
 MAX_ATTEMPTS = 1000

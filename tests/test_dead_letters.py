@@ -87,7 +87,7 @@ def test_a_client_forwards_a_message_to_the_dlq_and_a_stale_handle_changes_nothi
 
 def test_a_retry_policy_out_of_range_is_refused_and_the_default_is_the_broker_s(broker):
     default = httpx.get(f"{broker.http}/consumers/g/retry-policy").json()
-    assert default["max_attempts"] == 17 and default["backoff_seconds"][:3] == [10, 30, 60]
+    assert default["max_attempts"] == 17 and default["backoff_seconds"][:3] == [1, 5, 10]
     before = store_snapshot(broker.broker.store.path.parent)
     for body in ({"max_attempts": 0}, {"backoff_seconds": []}, {"backoff_seconds": [-1]}, {"max_attempts": "x"}):
         refused = httpx.put(f"{broker.http}/consumers/g/retry-policy", json=body)

@@ -89,7 +89,9 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
         broker.run(core.transactions.operator_end(f"{2:032x}", Resolution.COMMIT))
         with PullConsumer(group="audit", broker=broker.address) as consumer:
             message = consumer.pull("orders", queue_id=0, offset=0).messages[-1]
-        assert (message.body, message.message_id, message.properties) == (b"txn-2", "t-2", {})
+        # It had been checked once (the v1 store's count), which the committed message tells.
+        expected = (b"txn-2", "t-2", {"TRANSACTION_CHECK_TIMES": "1"})
+        assert (message.body, message.message_id, message.properties) == expected
         (fresh,) = broker.run(core.transactions.prepare_many([(Message("orders", b"new", "t-new"), "g")]))
         assert fresh.half_offset == 4, "the half log's next offset, none reused"
     finally:

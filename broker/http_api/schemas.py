@@ -69,7 +69,7 @@ class TopicCreated(TopicOut):
 
 class RetryPolicyIn(BaseModel):
     """A consumer group's retry policy; null follows the broker's (``--max-delivery-attempts``,
-    RocketMQ's backoff of 10 s, 30 s, 1 min ... 2 h, or a fixed 1 s for a FIFO group)."""
+    RocketMQ 5's backoff of 1 s, 5 s, 10 s, 30 s, 1 min ... 2 h, or a fixed 1 s for a FIFO group)."""
 
     max_attempts: int | None = Field(default=None, ge=1, le=1000, description="deliveries before the dead letters")
     backoff_seconds: list[float] | None = Field(

@@ -8,10 +8,15 @@ from typing import Any
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from broker import errors
-from broker.model import MESSAGE_GROUP, StoredMessage
+from broker.model import DELIVER_AT, MESSAGE_GROUP, StoredMessage
+from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, ORIGIN_TOPIC
 from broker.rocketmq_api.protocol import load
 
 definition, _, _ = load()
+TRANSACTION_ID = "__transactionId__"
+# Properties RocketMQ's proxy keeps from clients (its system keys), and halfmq's count of a dead
+# letter's deliveries, which RocketMQ shows as the dead letter's delivery attempt instead.
+HIDDEN = (ORIGIN_TOPIC, ORIGIN_MESSAGE_ID, DELIVERY_ATTEMPTS)
 
 
 def group_of(topic: str) -> str:
@@ -26,16 +31,25 @@ def timestamp(ms: int) -> Timestamp:
 
 
 def to_rocketmq(message: StoredMessage, message_type: int | None = None, **system: Any) -> Any:
-    """A stored message as the RocketMQ 5 clients expect it: a FIFO message's group in its system
-    properties, an MD5 body digest (the official clients write a CRC32 each their own way, the
-    Python client in hex and the Node.js one in decimal, and drop a message whose digest they
-    read as wrong; they agree on MD5)."""
+    """A stored message as RocketMQ 5's proxy hands it out: a FIFO message's group, a delayed
+    one's delivery timestamp and a dead letter's origin in its system properties, a committed
+    transactional message's id among its properties, an MD5 body digest (the official clients
+    write a CRC32 each their own way, the Python client in hex and the Node.js one in decimal,
+    and drop a message whose digest they read as wrong; they agree on MD5)."""
     properties = dict(message.properties)
+    for hidden in HIDDEN:
+        properties.pop(hidden, None)
     message_group = properties.pop(MESSAGE_GROUP, None)
-    if message_type is None and message_group is not None:
-        message_type = definition.FIFO
-    elif message_type is None:
-        message_type = definition.TRANSACTION if message.transaction_id else definition.NORMAL
+    deliver_at = properties.pop(DELIVER_AT, None)
+    if message.transaction_id:
+        properties[TRANSACTION_ID] = message.transaction_id
+    attempts = message.properties.get(DELIVERY_ATTEMPTS)
+    if attempts is not None and "delivery_attempt" in system:
+        # RocketMQ carries a message's reconsume count into its dead letter: the attempts made,
+        # and one more for the receive that found them spent.
+        system["delivery_attempt"] += int(attempts) + 1
+    if message_type is None:
+        message_type = _type_of(message, message_group, deliver_at is not None or attempts is not None)
     return definition.Message(
         topic=definition.Resource(name=message.topic),
         user_properties=properties,
@@ -49,12 +63,23 @@ def to_rocketmq(message: StoredMessage, message_type: int | None = None, **syste
             message_type=message_type,
             born_timestamp=timestamp(message.born_timestamp),
             store_timestamp=timestamp(message.store_timestamp),
+            delivery_timestamp=None if deliver_at is None else timestamp(int(deliver_at)),
             queue_id=message.queue_id,
             queue_offset=message.queue_offset,
             **system,
         ),
         body=message.body,
     )
+
+
+def _type_of(message: StoredMessage, message_group: str | None, timed: bool) -> int:
+    """FIFO with a message group; DELAY when it was delayed, or for a dead letter (RocketMQ's
+    keeps its retries' delay level); TRANSACTION when committed from one; else NORMAL."""
+    if message_group is not None:
+        return int(definition.FIFO)
+    if timed:
+        return int(definition.DELAY)
+    return int(definition.TRANSACTION if message.transaction_id else definition.NORMAL)
 
 
 def tag_filter(expression: Any) -> frozenset[str] | None:

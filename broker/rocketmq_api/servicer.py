@@ -306,8 +306,15 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         return service.ForwardMessageToDeadLetterQueueResponse(status=status())
 
     async def RecallMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        """As RocketMQ answers: a handle due ahead is recalled, OK however often; one due already
+        is refused (the broker's ILLEGAL_OPERATION, which its proxy reports as an internal error)."""
         try:
             message_id = await self._messaging.recall(request.topic.name, request.recall_handle)
+        except errors.DelayedMessageNotFound as exc:
+            if self._messaging.is_due(request.recall_handle):
+                late = definition.Status(code=definition.INTERNAL_SERVER_ERROR, message=f"delivered already: {exc}")
+                return service.RecallMessageResponse(status=late)
+            return service.RecallMessageResponse(status=status())
         except errors.HalfmqError as exc:
             return service.RecallMessageResponse(status=status(exc))
         return service.RecallMessageResponse(status=status(), message_id=message_id)

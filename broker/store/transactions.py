@@ -181,8 +181,9 @@ class TransactionStore(StoreBase):
             txn.check_owner(producer_group)
         if not txn.state.transition(target):
             return EndResult(state=txn.state, already_resolved=True, half_stored_at=txn.half_stored_at)
-        if target is TransactionState.COMMITTED:
-            writes.copies.append((txn, txn.topic, txn.queue_id, {}))
+        if target is TransactionState.COMMITTED:  # a checked one says how often, as in RocketMQ
+            checked = {"TRANSACTION_CHECK_TIMES": str(txn.check_times)} if txn.check_times else {}
+            writes.copies.append((txn, txn.topic, txn.queue_id, checked))
         elif target is TransactionState.DISCARDED and not txn.resumes:  # discarded once: one copy kept
             extra = {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)}
             writes.copies.append((txn, DISCARD_TOPIC, 0, extra))
