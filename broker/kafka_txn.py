@@ -55,13 +55,15 @@ class KafkaTxnService:
         self._clock = clock
         self._log = RateLimitedLog(log)
 
-    async def init(self, transactional_id: str, timeout: float) -> ProducerEpoch:
+    async def init(self, transactional_id: str, timeout: float, held_epoch: int | None = None) -> ProducerEpoch:
         """Start a producer on ``transactional_id``: its epoch; the id's open transaction, if
-        any, is aborted. ``timeout``: seconds a transaction may stay open (0 < t <= MAX_TIMEOUT)."""
+        any, is aborted. ``timeout``: seconds a transaction may stay open (0 < t <= MAX_TIMEOUT).
+        With ``held_epoch``, the producer holding that epoch bumps its own, after an error, as
+        Kafka's KIP-360 lets it; raises ProducerFenced if a newer producer holds the id."""
         check_name("transactional id", transactional_id)
         if not 0 < timeout <= MAX_TIMEOUT:
             raise InvalidArgument(f"transaction timeout must be above 0 and at most {MAX_TIMEOUT:g} s, got {timeout}")
-        started = await self._store.init_producer(transactional_id, to_ms(timeout), self._now_ms())
+        started = await self._store.init_producer(transactional_id, to_ms(timeout), self._now_ms(), held_epoch)
         if started.aborted:
             self._count("fenced")
         return started

@@ -360,3 +360,35 @@ def test_topic_names_with_dots_are_created_produced_to_and_read(broker):
     read = [m.value() for m in consumer.consume(1, 10) if not m.error()]
     consumer.close()
     assert read == [b"row"]
+
+
+def test_a_transactional_producer_bumps_its_own_epoch_and_a_fenced_one_is_told_so(broker):
+    """InitProducerId v3+ (KIP-360): the producer holding the id's epoch bumps it after an error;
+    one holding an older epoch is fenced: PRODUCER_FENCED from v4, INVALID_PRODUCER_EPOCH before."""
+    from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
+
+    wire = Wire(broker.broker.kafka_port)
+
+    def init(version: int, producer_id: int = -1, epoch: int = -1) -> Any:
+        request = InitProducerIdRequest(transactional_id="bumper", transaction_timeout_ms=60_000,
+                                        producer_id=producer_id, producer_epoch=epoch, version=version)  # fmt: skip
+        return wire.call(request, InitProducerIdResponse)
+
+    first = init(4)
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+    bumped = init(4, first.producer_id, 0)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, first.producer_id, 1)
+    assert init(4, first.producer_id, 0).error_code == kerr.ProducerFencedError.errno
+    assert init(3, first.producer_id, 0).error_code == kerr.InvalidProducerEpochError.errno
+    assert init(4, first.producer_id + 1, 1).error_code == kerr.ProducerFencedError.errno
+    assert init(4, first.producer_id, 1).producer_epoch == 2
+
+
+def test_acls_are_described_as_a_kafka_broker_without_an_authorizer_does(broker):
+    from kafka.protocol.admin import DescribeAclsRequest, DescribeAclsResponse
+
+    request = DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                                  principal_filter=None, host_filter=None, operation=1, permission_type=1,
+                                  version=2)  # fmt: skip
+    reply = Wire(broker.broker.kafka_port).call(request, DescribeAclsResponse)
+    assert (reply.error_code, reply.resources) == (kerr.SecurityDisabledError.errno, [])

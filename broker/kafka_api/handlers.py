@@ -18,6 +18,8 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
@@ -111,12 +113,13 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ApiVersions: (0, 3),
     ApiKey.CreateTopics: (2, 4),
     ApiKey.DeleteTopics: (1, 3),
-    ApiKey.InitProducerId: (0, 1),
+    ApiKey.InitProducerId: (0, 4),
     ApiKey.AddPartitionsToTxn: (0, 2),
     ApiKey.AddOffsetsToTxn: (0, 2),
     ApiKey.EndTxn: (0, 2),
     ApiKey.TxnOffsetCommit: (0, 2),
     ApiKey.SaslAuthenticate: (0, 1),
+    ApiKey.DescribeAcls: (0, 2),
 }
 REQUESTS: dict[ApiKey, Any] = {
     ApiKey.Produce: ProduceRequest,
@@ -142,6 +145,7 @@ REQUESTS: dict[ApiKey, Any] = {
     ApiKey.EndTxn: EndTxnRequest,
     ApiKey.TxnOffsetCommit: TxnOffsetCommitRequest,
     ApiKey.SaslAuthenticate: SaslAuthenticateRequest,
+    ApiKey.DescribeAcls: DescribeAclsRequest,
 }
 PLAIN = "PLAIN"
 
@@ -226,6 +230,7 @@ class KafkaApis:
             ApiKey.EndTxn: lambda request, _: transactions.end(request),
             ApiKey.SaslHandshake: self.sasl_handshake,
             ApiKey.SaslAuthenticate: self.sasl_authenticate,
+            ApiKey.DescribeAcls: self.describe_acls,
         }
 
     async def api_versions(self, request: Any, _: Connection) -> Any:
@@ -609,6 +614,15 @@ class KafkaApis:
         # restart, shares one (its records' message ids are made of it).
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=0, producer_id=random.getrandbits(62), producer_epoch=0
+        )
+
+    async def describe_acls(self, _: Any, __: Connection) -> Any:
+        """As a Kafka broker without an authorizer answers (halfmq has no ACLs): SECURITY_DISABLED."""
+        return DescribeAclsResponse(
+            throttle_time_ms=0,
+            error_code=kerr.SecurityDisabledError.errno,
+            error_message="No Authorizer is configured.",
+            resources=[],
         )
 
     async def sasl_handshake(self, request: Any, connection: Connection) -> Any:

@@ -61,8 +61,15 @@ class KafkaTransactions:
         timeout = request.transaction_timeout_ms / 1000
         if not 0 < timeout <= MAX_TIMEOUT:
             return _init_failed(kerr.InvalidTransactionTimeoutError.errno)
+        producer_id = producer_id_of(request.transactional_id)
+        held = getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1)  # v3+: an epoch bump
+        fenced = kerr.ProducerFencedError.errno if request.API_VERSION >= 4 else kerr.InvalidProducerEpochError.errno
+        if held[0] not in (-1, producer_id):
+            return _init_failed(fenced)
         try:
-            started = await self._txns.init(request.transactional_id, timeout)
+            started = await self._txns.init(request.transactional_id, timeout, None if held[1] == -1 else held[1])
+        except ProducerFenced:
+            return _init_failed(fenced)
         except HalfmqError:
             return _init_failed(kerr.InvalidRequestError.errno)
         if started.epoch > MAX_EPOCH:
@@ -71,7 +78,7 @@ class KafkaTransactions:
         return InitProducerIdResponse(
             throttle_time_ms=0,
             error_code=0,
-            producer_id=producer_id_of(request.transactional_id),
+            producer_id=producer_id,
             producer_epoch=started.epoch,
         )
 

@@ -37,14 +37,20 @@ _COLUMNS = "epoch, txn_number, state, ended_by"
 class KafkaTxnStore(LogStore):
     """Transactional ids, their open transactions and the offsets sent to them."""
 
-    async def init_producer(self, transactional_id: str, timeout_ms: int, now_ms: int) -> ProducerEpoch:
+    async def init_producer(
+        self, transactional_id: str, timeout_ms: int, now_ms: int, held_epoch: int | None = None
+    ) -> ProducerEpoch:
         """Hand the id's next epoch to a new producer (epoch 0 for a new id), aborting the
-        transaction the id has open: the producer that held it is fenced."""
+        transaction the id has open: the producer that held it is fenced. With ``held_epoch``,
+        the producer holding that epoch bumps its own; raises ProducerFenced if the id is at
+        another epoch."""
 
         def work(conn: sqlite3.Connection) -> ProducerEpoch:
             row = conn.execute(
                 f"SELECT {_COLUMNS} FROM transactional_ids WHERE transactional_id = ?", (transactional_id,)
             ).fetchone()
+            if held_epoch is not None and row is not None and row[0] != held_epoch:
+                raise ProducerFenced(f"transactional id {transactional_id!r} is held by a newer producer")
             if row is None:
                 conn.execute(
                     "INSERT INTO transactional_ids (transactional_id, epoch, timeout_ms, txn_number, state)"
