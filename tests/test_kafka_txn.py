@@ -93,6 +93,35 @@ def test_messages_of_an_open_transaction_are_invisible_until_commit_and_gone_on_
         assert sorted(visible(broker.address, "payments") + visible(broker.address, "audit")) == bodies("c", 20)
 
 
+def test_a_transaction_s_end_takes_an_offset_in_each_queue_it_wrote_to_as_kafka_s_marker(tmp_path, clock):
+    """Commit and abort each take the next offset of their queue, no message has it, and a
+    restart does not hand it out again: later messages get the offsets Kafka would give them."""
+    settings = broker_settings(tmp_path / "data", topics=(Topic("ledger", 1),))
+    broker = BrokerThread(settings, clock)
+    try:
+        with TransactionalProducer(transactional_id="marks", broker=broker.address) as producer:
+            producer.begin_transaction()
+            sent = [producer.send(Message(topic="ledger", body=f"c-{i}".encode())).queue_offset for i in range(2)]
+            producer.commit_transaction()
+            producer.begin_transaction()
+            sent.append(producer.send(Message(topic="ledger", body=b"aborted")).queue_offset)
+            producer.abort_transaction()
+        assert sent == [0, 1, 3], "offset 2 is the commit's"
+        with PullConsumer(group="reader", broker=broker.address) as consumer:
+            assert consumer.queue_offsets("ledger") == {0: (0, 5)}, "4 is the abort's"
+    finally:
+        broker.stop()
+    broker = BrokerThread(settings, clock)
+    try:
+        with Producer(broker=broker.address) as plain:
+            assert plain.send(Message(topic="ledger", body=b"after")).queue_offset == 5
+        with PullConsumer(group="reader", broker=broker.address) as consumer:
+            batch = consumer.pull("ledger", queue_id=0, offset=0)
+        assert [(m.queue_offset, m.body) for m in batch.messages] == [(0, b"c-0"), (1, b"c-1"), (5, b"after")]
+    finally:
+        broker.stop()
+
+
 def test_an_open_transaction_holds_back_later_commits_of_its_queues(broker):
     """Readers stop at a queue's first open range: a commit after it, in the same queue, waits."""
     with (

@@ -76,6 +76,7 @@ def test_a_v1_store_is_migrated_in_place_and_keeps_every_row(v1_dir):
             "delayed": [],
             "delayed_counts": [],
             "consumer_groups": [],
+            "control_offsets": [],
             "segments.db:segments": [],  # the broker's packer finds no queue with a whole segment
         }
         assert len(logs[HALF_TOPIC]) == 4 and len(logs[OP_TOPIC]) == 2

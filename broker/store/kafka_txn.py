@@ -29,7 +29,7 @@ from broker.errors import (
 from broker.model import AbortedBy, Message, MessageRows, OffsetInTxn, ProducerEpoch, TransactionalId, TxnEnd, TxnState
 from broker.store.batches import roll_back_ranges
 from broker.store.logs import LogStore, message_rows
-from broker.store.sql import OPEN_HOLDING, MessagesInsert, rows_in, translated
+from broker.store.sql import OPEN_HOLDING, MessagesInsert, QueueTails, rows_in, translated
 
 _COLUMNS = "epoch, txn_number, state, ended_by"
 
@@ -60,7 +60,7 @@ class KafkaTxnStore(LogStore):
                 return ProducerEpoch(0, 0, False, 0)
             epoch, txn_number, state, _ = row
             was_open = state == TxnState.OPEN.value
-            aborted = _abort(conn, transactional_id, AbortedBy.FENCED, now_ms) if was_open else 0
+            aborted = _abort(conn, self._tails, transactional_id, AbortedBy.FENCED, now_ms) if was_open else 0
             conn.execute(
                 "UPDATE transactional_ids SET epoch = ?, timeout_ms = ? WHERE transactional_id = ?",
                 (epoch + 1, timeout_ms, transactional_id),
@@ -152,17 +152,19 @@ class KafkaTxnStore(LogStore):
             if number == txn_number and state == TxnState.OPEN.value:
                 if not commit:
                     offsets = _count_offsets(conn, transactional_id)
-                    return TxnEnd(False, _abort(conn, transactional_id, AbortedBy.PRODUCER, now_ms), offsets)
-                return _commit(conn, transactional_id, now_ms)
+                    return TxnEnd(
+                        False, _abort(conn, self._tails, transactional_id, AbortedBy.PRODUCER, now_ms), offsets
+                    )
+                return _commit(conn, self._tails, transactional_id, now_ms)
             ended = TxnState.COMMITTED if commit else TxnState.ABORTED
             if number == txn_number and state == ended.value:
                 return TxnEnd(True, 0, 0)
             if number + 1 == txn_number and state != TxnState.OPEN.value:  # nothing of it was ever stored
                 _join(conn, transactional_id, epoch, txn_number, now_ms)
                 return (
-                    _commit(conn, transactional_id, now_ms)
+                    _commit(conn, self._tails, transactional_id, now_ms)
                     if commit
-                    else TxnEnd(False, _abort(conn, transactional_id, AbortedBy.PRODUCER, now_ms), 0)
+                    else TxnEnd(False, _abort(conn, self._tails, transactional_id, AbortedBy.PRODUCER, now_ms), 0)
                 )
             raise _not_open(transactional_id, txn_number, number, state, ended_by)
 
@@ -200,7 +202,7 @@ class KafkaTxnStore(LogStore):
                 ).fetchone()
                 if still is not None:
                     aborted += 1
-                    deleted += _abort(conn, transactional_id, AbortedBy.TIMEOUT, now_ms)
+                    deleted += _abort(conn, self._tails, transactional_id, AbortedBy.TIMEOUT, now_ms)
             return aborted, deleted
 
         return await self._writer.run(work)
@@ -327,7 +329,21 @@ def _count_offsets(conn: sqlite3.Connection, transactional_id: str) -> int:
     return int(count)
 
 
-def _commit(conn: sqlite3.Connection, transactional_id: str, now_ms: int) -> TxnEnd:
+def _mark_end(conn: sqlite3.Connection, tails: QueueTails, transactional_id: str) -> None:
+    """Take the next offset of each queue the open transaction wrote to, as Kafka's commit or
+    abort marker takes one there; ``control_offsets`` keeps it from being handed out again."""
+    queues = conn.execute(
+        "SELECT DISTINCT topic, queue_id FROM open_ranges WHERE transactional_id = ?", (transactional_id,)
+    ).fetchall()
+    conn.executemany(
+        "INSERT INTO control_offsets (topic, queue_id, next_offset) VALUES (?, ?, ?) ON CONFLICT (topic, queue_id)"
+        " DO UPDATE SET next_offset = MAX(next_offset, excluded.next_offset)",
+        [(topic, queue_id, tails.take(topic, queue_id) + 1) for topic, queue_id in queues],
+    )
+
+
+def _commit(conn: sqlite3.Connection, tails: QueueTails, transactional_id: str, now_ms: int) -> TxnEnd:
+    _mark_end(conn, tails, transactional_id)
     (messages,) = conn.execute(
         "SELECT COALESCE(SUM(end_offset - first_offset), 0) FROM open_ranges WHERE transactional_id = ?",
         (transactional_id,),
@@ -349,8 +365,9 @@ def _commit(conn: sqlite3.Connection, transactional_id: str, now_ms: int) -> Txn
     return TxnEnd(False, int(messages), offsets)
 
 
-def _abort(conn: sqlite3.Connection, transactional_id: str, by: AbortedBy, now_ms: int) -> int:
+def _abort(conn: sqlite3.Connection, tails: QueueTails, transactional_id: str, by: AbortedBy, now_ms: int) -> int:
     """Abort the id's open transaction: delete its messages and offsets; return how many messages."""
+    _mark_end(conn, tails, transactional_id)
     deleted = roll_back_ranges(conn, "transactional_id = ?", (transactional_id,))
     conn.execute("DELETE FROM txn_offsets WHERE transactional_id = ?", (transactional_id,))
     conn.execute(

@@ -21,6 +21,9 @@ connection). ``PRAGMA user_version`` records the version; each migration runs on
 - v8: a message type per topic (``topics.message_type``, NULL: every type); the ``delayed`` and
   ``consumer_groups`` tables come with the DDL.
 - v9: FIFO consumer groups (``consumer_groups.fifo``).
+- v10: Kafka-model transactions' ends take an offset per queue, as Kafka's markers do; the
+  ``control_offsets`` table comes with the DDL, and an older halfmq, which would hand those
+  offsets out again, refuses the file.
 """
 
 from __future__ import annotations
@@ -136,6 +139,7 @@ MIGRATIONS: dict[int, Callable[[sqlite_utils.Database], None]] = {
     7: _transactional_ids,
     8: _message_types,
     9: _fifo_groups,
+    10: lambda db: None,
 }
 
 

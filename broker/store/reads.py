@@ -25,6 +25,7 @@ from broker.errors import BrokerClosed, TopicNotFound
 from broker.model import Packed, QueueColumns, StoredMessage, Topic
 from broker.store.segments import attach, packed_at
 from broker.store.sql import (
+    CONTROL_END,
     MESSAGE_COLUMNS,
     STABLE_END,
     TOPIC_COLUMNS,
@@ -93,16 +94,16 @@ def read_columns_of(
 def queue_range_of(conn: sqlite3.Connection, topic: str, queue_id: int) -> tuple[int, int]:
     """``(min_offset, max_offset)`` of a queue's committed messages: min is where retention left
     the queue (0 if it never deleted from it; offsets rolled back after it are gaps that pulls
-    step over), max one past the newest message, or the queue's last stable offset while a range
-    is open there. An empty queue gives (n, n)."""
-    high, stable = conn.execute(
-        f"SELECT (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2), {STABLE_END}",
+    step over), max one past the newest message or the last offset a transaction's end took,
+    or the queue's last stable offset while a range is open there. An empty queue gives (n, n)."""
+    high, stable, control = conn.execute(
+        f"SELECT (SELECT MAX(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?2), {STABLE_END},"
+        f" ({CONTROL_END})",
         (topic, queue_id),
     ).fetchone()
     low = queue_floor(conn, topic, queue_id)
-    if high is None:
-        return low, low
-    return low, max(low, high + 1 if stable is None else min(high + 1, stable))
+    end = max(low, -1 if high is None else high + 1, control or 0)
+    return low, end if stable is None else max(low, min(end, stable))
 
 
 def _lower_priority() -> None:

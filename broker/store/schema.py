@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-VERSION = 9
+VERSION = 10
 
 # The half message's columns of a ``transactions`` row. Its properties are the producer's only:
 # the broker's (REAL_TOPIC and the rest) are the row's other columns. Defaults so that v5's
@@ -72,6 +72,16 @@ CREATE TABLE IF NOT EXISTS consumer_groups (
 -- Where retention left each queue it deleted from: offsets below ``next_offset`` were used, so
 -- a queue emptied by retention still knows its low offset and never hands out an offset again.
 CREATE TABLE IF NOT EXISTS queue_floors (
+    topic TEXT NOT NULL,
+    queue_id INTEGER NOT NULL,
+    next_offset INTEGER NOT NULL,
+    PRIMARY KEY (topic, queue_id)
+);
+
+-- The offsets a Kafka-model transaction's end took in each queue it wrote to, as Kafka's commit
+-- and abort markers take one: no message has them; offsets below ``next_offset`` were used, so
+-- none is handed out again, and a queue's end counts them.
+CREATE TABLE IF NOT EXISTS control_offsets (
     topic TEXT NOT NULL,
     queue_id INTEGER NOT NULL,
     next_offset INTEGER NOT NULL,

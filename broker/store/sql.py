@@ -175,6 +175,7 @@ class QueueTails:
                 conn.execute(_STORED_NEXT.get(topic, _QUEUE_NEXT), {"topic": topic, "queue": queue_id}).fetchone()[0]
                 or 0,
                 queue_floor(conn, topic, queue_id),
+                conn.execute(f"SELECT ({CONTROL_END})", (topic, queue_id)).fetchone()[0] or 0,
             )
             for topic, count in queues
             for queue_id in range(count)
@@ -238,6 +239,8 @@ RAISE_FLOOR = (
 # A queue's last stable offset (parameters 1 and 2: topic and queue id): the first offset of its
 # first open range, where readers stop; NULL when none is open.
 STABLE_END = "(SELECT MIN(first_offset) FROM open_ranges WHERE topic = ?1 AND queue_id = ?2)"
+# One past the last offset a Kafka-model transaction's end took in a queue; NULL if none did.
+CONTROL_END = "SELECT next_offset FROM control_offsets WHERE topic = ?1 AND queue_id = ?2"
 
 # The open ranges of a topic that hold one of the message ids of ``IN ({})`` (after the topic).
 OPEN_HOLDING = (
