@@ -392,3 +392,35 @@ def test_acls_are_described_as_a_kafka_broker_without_an_authorizer_does(broker)
                                   version=2)  # fmt: skip
     reply = Wire(broker.broker.kafka_port).call(request, DescribeAclsResponse)
     assert (reply.error_code, reply.resources) == (kerr.SecurityDisabledError.errno, [])
+
+
+def test_a_transactional_offset_commit_from_v3_is_checked_against_the_group_s_membership(broker):
+    """TxnOffsetCommit v3 (KIP-447) names the member and generation: a member the group does not
+    have is refused as an offset commit is; without a member (generation -1) it is not checked."""
+    from kafka.protocol.producer.transaction import (
+        AddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse,
+        InitProducerIdRequest,
+        InitProducerIdResponse,
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitResponse,
+    )
+
+    wire = Wire(broker.broker.kafka_port)
+    init = wire.call(InitProducerIdRequest(transactional_id="offsets", transaction_timeout_ms=60_000, version=3),
+                     InitProducerIdResponse)  # fmt: skip
+    ids = {"transactional_id": "offsets", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
+    added = wire.call(AddOffsetsToTxnRequest(**ids, group_id="readers", version=2), AddOffsetsToTxnResponse)
+    assert added.error_code == 0
+
+    def commit(member_id: str, generation_id: int) -> int:
+        part = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata=""
+        )
+        topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="orders", partitions=[part])
+        request = TxnOffsetCommitRequest(**ids, group_id="readers", generation_id=generation_id, member_id=member_id,
+                                         group_instance_id=None, topics=[topic], version=3)  # fmt: skip
+        return int(wire.call(request, TxnOffsetCommitResponse).topics[0].partitions[0].error_code)
+
+    assert commit("nobody", 1) == kerr.UnknownMemberIdError.errno
+    assert commit("", -1) == 0

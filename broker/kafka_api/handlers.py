@@ -117,7 +117,7 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.AddPartitionsToTxn: (0, 2),
     ApiKey.AddOffsetsToTxn: (0, 2),
     ApiKey.EndTxn: (0, 2),
-    ApiKey.TxnOffsetCommit: (0, 2),
+    ApiKey.TxnOffsetCommit: (0, 3),
     ApiKey.SaslAuthenticate: (0, 1),
     ApiKey.DescribeAcls: (0, 2),
 }
@@ -226,7 +226,7 @@ class KafkaApis:
             ApiKey.InitProducerId: self.init_producer_id,
             ApiKey.AddPartitionsToTxn: lambda request, _: transactions.add_partitions(request, self._topic_exists),
             ApiKey.AddOffsetsToTxn: lambda request, _: transactions.add_offsets(request),
-            ApiKey.TxnOffsetCommit: lambda request, _: transactions.txn_offset_commit(request),
+            ApiKey.TxnOffsetCommit: lambda request, _: transactions.txn_offset_commit(request, self._member_error),
             ApiKey.EndTxn: lambda request, _: transactions.end(request),
             ApiKey.SaslHandshake: self.sasl_handshake,
             ApiKey.SaslAuthenticate: self.sasl_authenticate,
@@ -615,6 +615,13 @@ class KafkaApis:
         return InitProducerIdResponse(
             throttle_time_ms=0, error_code=0, producer_id=random.getrandbits(62), producer_epoch=0
         )
+
+    def _member_error(self, request: Any) -> int:
+        """For TxnOffsetCommit v3 (KIP-447): the group membership check an offset commit gets, 0 if
+        it passes; before v3 the request names no member."""
+        if request.API_VERSION < 3:
+            return 0
+        return _code(self._groups.check_generation, request.group_id, request.member_id, request.generation_id)
 
     async def describe_acls(self, _: Any, __: Connection) -> Any:
         """As a Kafka broker without an authorizer answers (halfmq has no ACLs): SECURITY_DISABLED."""

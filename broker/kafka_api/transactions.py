@@ -11,7 +11,7 @@ broker reads it again).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafka import errors as kerr
@@ -104,18 +104,21 @@ class KafkaTransactions:
         code = await self._check(request.transactional_id, request.producer_epoch)
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
 
-    async def txn_offset_commit(self, request: Any) -> Any:
+    async def txn_offset_commit(self, request: Any, member_error: Callable[[Any], int]) -> Any:
+        """The offsets kept with the transaction, once ``member_error`` (the group's membership
+        check of the request) finds nothing wrong."""
         offsets = [
             OffsetInTxn(topic.name, part.partition_index, part.committed_offset)
             for topic in request.topics
             for part in topic.partitions
         ]
+        code = member_error(request)
         try:
-            number = await self._number(request.transactional_id)
-            await self._txns.send_offsets(
-                request.transactional_id, request.producer_epoch, number, request.group_id, offsets
-            )
-            code = 0
+            if not code:
+                number = await self._number(request.transactional_id)
+                await self._txns.send_offsets(
+                    request.transactional_id, request.producer_epoch, number, request.group_id, offsets
+                )
         except HalfmqError as exc:
             code = txn_error(exc)
         topics = [
