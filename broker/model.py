@@ -444,6 +444,12 @@ def check_data_topic(name: str) -> str:
     return name
 
 
+def check_message_id(value: str) -> str:
+    if not _MESSAGE_ID.fullmatch(value):
+        raise InvalidArgument(f"message_id must be 1-128 characters of [A-Za-z0-9_.:-], got {value!r}")
+    return value
+
+
 def check_transaction_id(value: str) -> str:
     if not _TRANSACTION_ID.fullmatch(value):
         raise InvalidArgument(f"transaction_id must be 32 lowercase hex characters, got {value!r}")
@@ -478,8 +484,7 @@ def check_message(message: Message, max_message_bytes: int) -> Message:
     """Return ``message`` if every field is well formed and its size (body, keys, tags and
     properties together) is within ``max_message_bytes``; raise InvalidArgument or MessageTooLarge."""
     check_data_topic(message.topic)
-    if not _MESSAGE_ID.fullmatch(message.message_id):
-        raise InvalidArgument(f"message_id must be 1-128 characters of [A-Za-z0-9_.:-], got {message.message_id!r}")
+    check_message_id(message.message_id)
     if len(message.keys) > MAX_KEYS or any(not key or len(key) > 1024 for key in message.keys):
         raise InvalidArgument(f"at most {MAX_KEYS} keys, each a non-empty string of at most 1024 characters")
     if len(message.tags) > 1024:

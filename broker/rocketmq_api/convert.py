@@ -41,8 +41,8 @@ def to_rocketmq(message: StoredMessage, message_type: int | None = None, **syste
         properties.pop(hidden, None)
     message_group = properties.pop(MESSAGE_GROUP, None)
     deliver_at = properties.pop(DELIVER_AT, None)
-    if message.transaction_id:
-        properties[TRANSACTION_ID] = message.transaction_id
+    if message.transaction_id:  # RocketMQ's transaction id is the message id
+        properties[TRANSACTION_ID] = message.message_id
     attempts = message.properties.get(DELIVERY_ATTEMPTS)
     if attempts is not None and "delivery_attempt" in system:
         # RocketMQ carries a message's reconsume count into its dead letter: the attempts made,

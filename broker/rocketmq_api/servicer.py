@@ -139,7 +139,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                         service.SendResultEntry(
                             status=status(),
                             message_id=txn.message_id,
-                            transaction_id=txn.transaction_id,
+                            transaction_id=txn.message_id,  # RocketMQ's: a transaction is named by its message id
                             offset=txn.half_offset,
                         )
                     )
@@ -174,11 +174,12 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         source = Source.CHECK if request.source == definition.SOURCE_SERVER_CHECK else Source.CLIENT
         group = group_of(request.topic.name)
         try:
+            transaction_id = (await self._transactions.transaction_of_message(request.transaction_id)).transaction_id
             if source is Source.CHECK:
-                self._registry.answered(request.transaction_id)
-                await self._transactions.answer_check(request.transaction_id, group, resolution)
+                self._registry.answered(transaction_id)
+                await self._transactions.answer_check(transaction_id, group, resolution)
             else:
-                await self._transactions.end(request.transaction_id, group, resolution, source)
+                await self._transactions.end(transaction_id, group, resolution, source)
         except errors.HalfmqError as exc:
             return service.EndTransactionResponse(status=status(exc))
         return service.EndTransactionResponse(status=status())

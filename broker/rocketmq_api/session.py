@@ -30,8 +30,8 @@ class TelemetrySession:
         return self.outbox.offer(check)
 
     async def _write(self, request: CheckRequest) -> None:
-        command = service.RecoverOrphanedTransactionCommand(
-            message=to_rocketmq(request.message, definition.TRANSACTION), transaction_id=request.transaction_id
+        command = service.RecoverOrphanedTransactionCommand(  # RocketMQ names a transaction by its message id
+            message=to_rocketmq(request.message, definition.TRANSACTION), transaction_id=request.message.message_id
         )
         async with self._lock:
             await self._context.write(service.TelemetryCommand(recover_orphaned_transaction_command=command))

@@ -278,6 +278,18 @@ class TransactionStore(StoreBase):
         return self._transaction(self._reader(), transaction_id)
 
     @translated
+    def transaction_of_message(self, message_id: str) -> Transaction:
+        """The transaction whose half message has ``message_id``; raise TransactionNotFound if none."""
+        row = (
+            self._reader()
+            .execute(f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE message_id = ?", (message_id,))
+            .fetchone()
+        )
+        if row is None:
+            raise TransactionNotFound(f"no half message has message id {message_id}")
+        return row_to_transaction(row)
+
+    @translated
     def half_message(self, txn: Transaction) -> StoredMessage:
         """Return the half message of ``txn`` as RocketMQ stores it: in the half topic, with the
         broker's properties (REAL_TOPIC, REAL_QID, PGROUP, __transactionId__, UNIQ_KEY) beside

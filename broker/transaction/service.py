@@ -21,6 +21,7 @@ from broker.model import (
     Transaction,
     TransactionState,
     check_message,
+    check_message_id,
     check_name,
     check_transaction_id,
     check_type,
@@ -107,6 +108,12 @@ class TransactionService:
         ProducerGroupMismatch or ResolutionConflict (naming the recorded outcome).
         """
         return single(await self.end_many([(transaction_id, producer_group, resolution, source)]))
+
+    async def transaction_of_message(self, message_id: str) -> Transaction:
+        """The transaction of the half message with ``message_id`` (for a protocol whose clients
+        name a transaction by its message id). Raises InvalidArgument or TransactionNotFound."""
+        check_message_id(message_id)
+        return await self._store.query(self._store.transaction_of_message, message_id)
 
     async def answer_check(self, transaction_id: str, producer_group: str, resolution: Resolution) -> EndResult:
         """A producer's answer to a check: counted by answer, then applied as ``end(source=CHECK)``."""
