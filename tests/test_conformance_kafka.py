@@ -32,6 +32,7 @@ INSTALLED_CLIENTS = {"kafkajs": "kafkajs_program", "kafka-clients": "kafka_java_
 # Kafka's own Java client at the broker's version; slf4j-nop because kafka-clients logs through
 # slf4j 1.7, which otherwise warns that it has no binding.
 KAFKA_JAVA = ["org.apache.kafka:kafka-clients:4.4.0", "org.slf4j:slf4j-nop:1.7.36"]
+KAFKAJS = "kafkajs@2.2.4"
 CLIENTS = [*PYTHON_CLIENTS, *INSTALLED_CLIENTS]
 SCENARIOS = [
     "produce-consume", "topics", "auto-create", "group-together", "group-late-and-leaving", "offsets", "idempotent",
@@ -47,7 +48,7 @@ def halfmq_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedB
 
 @pytest.fixture(scope="module")
 def kafkajs_program(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    node_modules = npm_install(tmp_path_factory.mktemp("kafkajs"), "kafkajs@2.2.4")
+    node_modules = npm_install(tmp_path_factory.mktemp("kafkajs"), KAFKAJS)
     if isinstance(node_modules, str):
         pytest.skip(node_modules)
     return ["env", f"NODE_PATH={node_modules}", "node", str(PROGRAMS / "kafka_kafkajs.js")]

@@ -6,6 +6,7 @@ JSON line, from which ``python -m tests.conformance.parity`` writes docs/parity.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -74,6 +75,7 @@ def judge(protocol: str, scenario: str, client: str, halfmq: Mapping[str, Any], 
         line = {"protocol": protocol, "scenario": scenario, "client": client, "halfmq": halfmq, "real": real,
                 "departures": [{"field": f, "reason": d.reason} for f, d in explained.items()]}  # fmt: skip
         with open(os.environ[RESULTS], "a") as out:
+            fcntl.flock(out, fcntl.LOCK_EX)  # pytest-xdist's workers append to the same file
             out.write(json.dumps(line) + "\n")
     unexplained = [d for d in found if d.field not in explained]
     assert not unexplained, f"{protocol} {scenario} with {client} differs from the real broker:\n" + "\n".join(

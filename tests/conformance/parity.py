@@ -13,14 +13,25 @@ from pathlib import Path
 from typing import Any
 
 from halfmq_peers import kafka, rocketmq
+from tests import test_conformance_kafka, test_conformance_rocketmq
 from tests.conformance.judge import departures
 
 BROKERS = {"kafka": f"Apache Kafka {kafka.VERSION}", "rocketmq": f"Apache RocketMQ {rocketmq.VERSION}"}
 CLIENT_PACKAGES = {"confluent-kafka": "confluent-kafka", "aiokafka": "aiokafka", "kafka-python": "kafka-python",
                    "python": "rocketmq-python-client"}  # fmt: skip
+# The clients from npm and Maven Central, at the versions their tests install.
+INSTALLED = {
+    "kafkajs": test_conformance_kafka.KAFKAJS.replace("@", " "),
+    "kafka-clients": test_conformance_kafka.KAFKA_JAVA[0].split(":", 1)[1].replace(":", " "),
+    "nodejs": test_conformance_rocketmq.NODEJS_CLIENT.replace("@", " "),
+    "java": test_conformance_rocketmq.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
+}
 
 
 def client_version(client: str) -> str:
+    if client in INSTALLED:
+        named = INSTALLED[client]
+        return named if named.startswith(client) else f"{client} ({named})"
     try:
         package = CLIENT_PACKAGES[client]
         named = client if client == package else f"{client} ({package})"
