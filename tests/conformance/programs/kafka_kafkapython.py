@@ -144,14 +144,24 @@ def auto_create(bootstrap: str, prefix: str) -> Outcome:
 
 
 def _stable(members: list[KafkaConsumer], total: int) -> list[int]:
-    """Poll every member until their assignments cover ``total`` partitions, none empty."""
+    """Poll every member, each in a thread of its own, until their assignments cover ``total``
+    partitions, none empty. One thread polling them in turn lets each poll end while its member
+    joins, and kafka-python 3.0.12 may then drop that join's assignment (as on a first join)."""
     deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        for member in members:
-            member.poll(timeout_ms=100)
-        sizes = sorted(len(m.assignment()) for m in members)
-        if sum(sizes) == total and all(sizes):
-            return sizes
+
+    def settled() -> bool:
+        sizes = [len(m.assignment()) for m in members]
+        return sum(sizes) == total and all(sizes)
+
+    def keep_polling(member: KafkaConsumer) -> None:
+        while not settled() and time.monotonic() < deadline:
+            member.poll(timeout_ms=1000)
+
+    threads = [threading.Thread(target=keep_polling, args=(member,)) for member in members]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     return sorted(len(m.assignment()) for m in members)
 
 
