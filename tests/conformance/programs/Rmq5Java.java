@@ -403,7 +403,7 @@ public class Rmq5Java {
             Map<String, Object> outcome = new TreeMap<>();
             synchronized (attempts) {
                 outcome.put("attempts", new ArrayList<>(attempts));
-                outcome.put("retried_within_5s", times.size() > 1 && times.get(1) - times.get(0) < 5_000_000_000L);
+                outcome.put("retried_within_9s", times.size() > 1 && times.get(1) - times.get(0) < 9_000_000_000L);
             }
             SimpleConsumer reader;
             try {
