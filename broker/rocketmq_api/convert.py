@@ -31,8 +31,8 @@ def timestamp(ms: int) -> Timestamp:
 
 
 def to_rocketmq(message: StoredMessage, message_type: int | None = None, **system: Any) -> Any:
-    """A stored message as RocketMQ 5's proxy hands it out: a FIFO message's group, a delayed
-    one's delivery timestamp and a dead letter's origin in its system properties, a committed
+    """A stored message as RocketMQ 5's proxy hands it out: a FIFO message's group and a delayed
+    one's delivery timestamp in its system properties, a dead letter without its origin, a committed
     transactional message's id among its properties, an MD5 body digest (the official clients
     write a CRC32 each their own way, the Python client in hex and the Node.js one in decimal,
     and drop a message whose digest they read as wrong; they agree on MD5)."""
