@@ -115,8 +115,11 @@ public class Rmq5Java {
         Scenarios(String endpoints, String prefix) {
             this.prefix = prefix;
             // The client speaks TLS unless told not to; RocketMQ's proxy takes TLS and plaintext on
-            // one port, halfmq plaintext only (its TLS is a separate setting).
-            this.configuration = ClientConfiguration.newBuilder().setEndpoints(endpoints).enableSsl(false).build();
+            // one port, halfmq plaintext only (its TLS is a separate setting). A call waits 30 s, not
+            // the client's 3 s: the real broker, its JVM beside the suite's on two cores, has been
+            // seen to take over 3 s to answer.
+            this.configuration = ClientConfiguration.newBuilder().setEndpoints(endpoints).enableSsl(false)
+                .setRequestTimeout(Duration.ofSeconds(30)).build();
         }
 
         Producer producer(String topic, TransactionChecker checker) throws ClientException {

@@ -65,9 +65,14 @@ function record(partition, message) {
 }
 
 /** Send values (key k<i>, headers n=<i> and bin=00ff), value i to partition i % partitions, in
- * one send; the acknowledged partition and offset of each. */
+ * one send; the acknowledged partition and offset of each. The producer is idempotent: kafkajs
+ * resends a broker's whole request when one partition of it fails (as NOT_LEADER_OR_FOLLOWER
+ * does on Kafka just after a topic is made), and only sequence numbers keep the other
+ * partitions' records from being written twice. */
 async function produce(topic, values, partitions = 1, config = {}) {
-  const producer = kafka.producer({ createPartitioner: Partitioners.DefaultPartitioner, ...config });
+  const producer = kafka.producer({
+    createPartitioner: Partitioners.DefaultPartitioner, idempotent: true, maxInFlightRequests: 1, ...config,
+  });
   await producer.connect();
   const messages = values.map((value, i) => ({
     key: `k${i}`, value, partition: i % partitions, headers: { n: `${i}`, bin: Buffer.from([0, 255]) },
