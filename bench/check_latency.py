@@ -110,7 +110,8 @@ def main() -> None:
     port, log = free_port(), data.parent / "broker.log"
     broker = subprocess.Popen(
         [sys.executable, "-m", "broker", "--data-dir", str(data), "--grpc-port", str(port), "--http-port",
-         str(free_port()), "--rocketmq-port", str(free_port()), "--kafka-port", str(free_port()),
+         str(free_port()), "--rocketmq-port", str(free_port()), "--kafka-port", str(free_port()), "--namesrv-port", "0",
+         "--remoting-port", "0",
          "--check-interval", "5", "--transaction-timeout",
          "1", "--check-timeout", "3", "--flush", "sync"],
         stdout=log.open("w"), stderr=subprocess.STDOUT,

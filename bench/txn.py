@@ -79,6 +79,8 @@ def start_broker(data: Path, *flags: str, tree: Path = ROOT) -> tuple[subprocess
     args = ["--data-dir", str(data), "--grpc-port", str(port), "--http-port", "0", "--rocketmq-port", "0"]
     if (tree / "broker" / "kafka_api").is_dir():  # an older tree's broker has no Kafka port
         args += ["--kafka-port", "0"]
+    if (tree / "broker" / "remoting").is_dir():
+        args += ["--namesrv-port", "0", "--remoting-port", "0"]
     args += flags
     return start([sys.executable, "-m", "broker", *args], "halfmq broker ready", tree), f"127.0.0.1:{port}"
 

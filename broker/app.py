@@ -29,6 +29,9 @@ from broker.messaging import MessagingService
 from broker.metrics import Metrics
 from broker.packer import Packer
 from broker.pull_process import PullProcesses
+from broker.remoting.handlers import RemotingBroker
+from broker.remoting.namesrv import NameServer
+from broker.remoting.server import RemotingServer
 from broker.retention import RetentionService
 from broker.store import Store
 from broker.transaction.check import CheckService
@@ -48,6 +51,8 @@ class Broker:
     http_port: int = 0
     rocketmq_port: int = 0
     kafka_port: int = 0
+    namesrv_port: int = 0
+    remoting_port: int = 0
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -118,6 +123,23 @@ class Broker:
             tls=None if settings.tls is None else settings.tls.server_context(),
         )
         self._http_task: asyncio.Task[None] | None = None
+        tls = None if settings.tls is None else settings.tls.server_context()
+        remoting = RemotingBroker(
+            self.messaging,
+            self.transactions,
+            self.registry,
+            auto_create_topics=settings.auto_create_topics,
+            check_timeout=settings.check_timeout,
+            clock=self.clock,
+        )
+        names = NameServer(
+            self.messaging,
+            lambda: self.remoting_port,
+            advertised_host=None if settings.advertised_address is None else settings.advertised_address[0],
+            auto_create_topics=settings.auto_create_topics,
+        )
+        self._remoting = RemotingServer("broker", remoting.handlers(), self.metrics, tls=tls)
+        self._namesrv = RemotingServer("namesrv", names.handlers(), self.metrics, tls=tls)
         self.pull_processes = PullProcesses(settings, on_restart=self.metrics.pull_process_restarted)
 
     async def start(self) -> None:
@@ -166,6 +188,11 @@ class Broker:
         self.http_port = self._http.port
         await self._start_rocketmq()
         self.kafka_port = await self._kafka.start(self.settings.host, self.settings.kafka_port)
+        if self.settings.auth_token is None:  # RocketMQ's ACL signature is not checked yet: no open door
+            self.remoting_port = await self._remoting.start(self.settings.host, self.settings.remoting_port)
+            self.namesrv_port = await self._namesrv.start(self.settings.host, self.settings.namesrv_port)
+            log.info("RocketMQ name server on %s:%d, remoting broker on %s:%d", self.settings.host, self.namesrv_port,
+                     self.settings.host, self.remoting_port)  # fmt: skip
         self._tasks.append(asyncio.create_task(self.kafka_groups.run()))
         checks = self.checks.run if self.controls is None else self.controls.run_checks
         self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
@@ -186,12 +213,14 @@ class Broker:
         )  # fmt: skip
 
     def ports(self) -> dict[str, int]:
-        """The port each protocol serves (rocketmq 0: its front end is off)."""
+        """The port each protocol serves (0: its front end is off)."""
         return {
             "grpc": self.grpc_port,
             "http": self.http_port,
             "rocketmq": self.rocketmq_port,
             "kafka": self.kafka_port,
+            "namesrv": self.namesrv_port,
+            "remoting": self.remoting_port,
         }
 
     async def _start_rocketmq(self) -> None:
@@ -229,6 +258,8 @@ class Broker:
             self._http.should_exit = True
             await asyncio.gather(self._http_task, return_exceptions=True)
         await self._kafka.stop()
+        await self._namesrv.stop()
+        await self._remoting.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

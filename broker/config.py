@@ -30,6 +30,8 @@ class Settings:
     http_port: int = 8080
     rocketmq_port: int = 8081
     kafka_port: int = 9092
+    namesrv_port: int = 9876
+    remoting_port: int = 10921
     advertised_address: tuple[str, int] | None = None
     kafka_advertised_address: tuple[str, int] | None = None
     auto_create_topics: bool = True
@@ -115,9 +117,22 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     ("rocketmq_port", int, "RocketMQ 5 gRPC port, served when halfmq[rocketmq] is installed (default 8081)"),
     ("kafka_port", int, "Kafka protocol port (default 9092)"),
     (
+        "namesrv_port",
+        int,
+        "RocketMQ name server port, for RocketMQ's remoting clients (setNamesrvAddr); off while --auth-token is set"
+        " (default 9876)",
+    ),
+    (
+        "remoting_port",
+        int,
+        "RocketMQ remoting broker port, which the name server routes remoting clients to; off while --auth-token"
+        " is set (default 10921)",
+    ),
+    (
         "advertised_address",
         parse_address,
-        "HOST:PORT that RocketMQ 5 routes name for this broker, and whose host Kafka metadata names"
+        "HOST:PORT that RocketMQ 5 routes name for this broker, and whose host Kafka metadata and the RocketMQ name"
+        " server's routes (with --remoting-port) name"
         " (default: the address each client connected to)",
     ),
     (

@@ -73,6 +73,12 @@ class Metrics:
         self._kafka_requests = Counter(
             "halfmq_kafka_requests", "Requests answered on the Kafka port, by API", ["api"], registry=self.registry
         )
+        self._remoting_requests = Counter(
+            "halfmq_remoting_requests",
+            "RocketMQ remoting requests answered, by listener (namesrv, broker) and request code",
+            ["listener", "code"],
+            registry=self.registry,
+        )
         self._batch = Histogram(
             "halfmq_store_group_commit_jobs",
             "Write jobs per group commit",
@@ -144,6 +150,9 @@ class Metrics:
 
     def kafka_request(self, api: str) -> None:
         self._kafka_requests.labels(api).inc()
+
+    def remoting_request(self, listener: str, code: int) -> None:
+        self._remoting_requests.labels(listener, str(code)).inc()
 
     def packed(self, messages: int) -> None:
         self._packed.inc(messages)

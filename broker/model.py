@@ -61,7 +61,9 @@ _CLIENT_ID = re.compile(r"[\x21-\x7e]{1,256}")
 @dataclass(frozen=True)
 class Message:
     """A message as a producer sends it; ``born_timestamp`` is the producer's clock (ms);
-    ``deliver_at`` (broker ms), when set, makes it a delayed message: held until then."""
+    ``deliver_at`` (broker ms), when set, makes it a delayed message: held until then;
+    ``queue_id``, when set, is the queue the producer chose (RocketMQ's remoting clients choose
+    one), else the broker picks it."""
 
     topic: str
     body: bytes
@@ -71,6 +73,7 @@ class Message:
     properties: Mapping[str, str] = field(default_factory=dict)
     born_timestamp: int = 0
     deliver_at: int | None = None
+    queue_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -551,8 +554,13 @@ def queue_for(message_id: str, queues: int) -> int:
 
 
 def queue_of(message: Message, queues: int) -> int:
-    """``queue_for`` its message group for a FIFO message (all of a group in one queue), else
-    for its id."""
+    """The queue its producer chose; else ``queue_for`` its message group for a FIFO message (all
+    of a group in one queue), else for its id. Raises InvalidArgument for a chosen queue the
+    topic does not have."""
+    if message.queue_id is not None:
+        if not 0 <= message.queue_id < queues:
+            raise InvalidArgument(f"queue {message.queue_id} of topic {message.topic} does not exist: it has {queues}")
+        return message.queue_id
     return queue_for(message.properties.get(MESSAGE_GROUP, message.message_id), queues)
 
 

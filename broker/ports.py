@@ -24,6 +24,8 @@ def wanted_ports(settings: Settings, *, rocketmq: bool) -> list[tuple[str, int]]
         ("--http-port", settings.http_port),
         ("--kafka-port", settings.kafka_port),
     ]
+    if settings.auth_token is None:
+        ports += [("--namesrv-port", settings.namesrv_port), ("--remoting-port", settings.remoting_port)]
     if rocketmq:
         ports.append(("--rocketmq-port", settings.rocketmq_port))
     if settings.pull_port:

@@ -48,7 +48,7 @@ def main() -> None:
     port = free_port()
     broker = subprocess.Popen(
         [sys.executable, "-m", "broker", "--data-dir", str(work / "data"), "--grpc-port", str(port),
-         "--http-port", "0", "--rocketmq-port", "0", "--kafka-port", "0",
+         "--http-port", "0", "--rocketmq-port", "0", "--kafka-port", "0", "--namesrv-port", "0", "--remoting-port", "0",
          "--topic", "orders:4", "--check-interval", "0.5", "--transaction-timeout", "1"],
         stdout=(work / "broker.log").open("w"), stderr=subprocess.STDOUT,
     )  # fmt: skip

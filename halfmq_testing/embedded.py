@@ -111,10 +111,11 @@ class EmbeddedBroker:
         self._own_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="halfmq-")) if data_dir is None else data_dir
         self.grpc_port, self.http_port, self.rocketmq_port = free_port(), free_port(), free_port()
-        self.kafka_port = free_port()
+        self.kafka_port, self.namesrv_port, self.remoting_port = free_port(), free_port(), free_port()
         self.address = f"127.0.0.1:{self.grpc_port}"
         self.rocketmq_endpoint = f"127.0.0.1:{self.rocketmq_port}"
         self.kafka_bootstrap = f"127.0.0.1:{self.kafka_port}"
+        self.namesrv_endpoint = f"127.0.0.1:{self.namesrv_port}"
         self.http_url = f"http://127.0.0.1:{self.http_port}"
         self.faults = EmbeddedFaults(self)
         self.log: list[str] = []
@@ -122,6 +123,7 @@ class EmbeddedBroker:
             sys.executable, "-m", "broker", "--test-controls", "--data-dir", str(self.data_dir / "store"),
             "--grpc-port", str(self.grpc_port), "--http-port", str(self.http_port),
             "--rocketmq-port", str(self.rocketmq_port), "--kafka-port", str(self.kafka_port),
+            "--namesrv-port", str(self.namesrv_port), "--remoting-port", str(self.remoting_port),
             *(arg for topic in topics for arg in ("--topic", topic)),
             *(arg for name, value in (flags or {}).items() for arg in (f"--{name.replace('_', '-')}", str(value))),
         ]  # fmt: skip

@@ -49,6 +49,8 @@ def broker_settings(data_dir: Path, **overrides: Any) -> Settings:
         "http_port": 0,
         "rocketmq_port": 0,
         "kafka_port": 0,
+        "namesrv_port": 0,
+        "remoting_port": 0,
         "check_interval": 3600.0,
         "transaction_timeout": 1.0,
         "check_timeout": 0.5,

@@ -155,13 +155,17 @@ def test_an_empty_token_refuses_to_start_the_broker(tmp_path):
     assert not (tmp_path / "data").exists(), "nothing was created"
 
 
-@pytest.mark.parametrize("flag", ["--grpc-port", "--http-port", "--rocketmq-port", "--kafka-port", "--pull-port"])
+@pytest.mark.parametrize(
+    "flag", ["--grpc-port", "--http-port", "--rocketmq-port", "--kafka-port", "--namesrv-port", "--remoting-port",
+             "--pull-port"]
+)  # fmt: skip
 def test_a_busy_port_stops_the_broker_naming_its_flag_before_anything_is_written(tmp_path, flag):
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         busy = str(holder.getsockname()[1])
-        ports = {"--grpc-port": "0", "--http-port": "0", "--rocketmq-port": "0", "--kafka-port": "0", flag: busy}
+        ports = {"--grpc-port": "0", "--http-port": "0", "--rocketmq-port": "0", "--kafka-port": "0",
+                 "--namesrv-port": "0", "--remoting-port": "0", flag: busy}  # fmt: skip
         argv = [arg for pair in ports.items() for arg in pair]
         done = subprocess.run(
             [sys.executable, "-m", "broker", "--data-dir", str(tmp_path / "data"), *argv, "--pull-processes", "1"],

@@ -134,7 +134,7 @@ def test_a_second_process_cannot_open_a_data_directory_in_use(running, tmp_path)
         Store(running.data_dir)
     second = subprocess.run(
         [sys.executable, "-m", "broker", "--data-dir", str(running.data_dir), "--grpc-port", "0", "--http-port", "0",
-         "--rocketmq-port", "0", "--kafka-port", "0"],
+         "--rocketmq-port", "0", "--kafka-port", "0", "--namesrv-port", "0", "--remoting-port", "0"],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert second.returncode == 2 and "in use" in second.stderr

@@ -10,6 +10,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from broker import errors
 from broker.model import DELIVER_AT, MESSAGE_GROUP, StoredMessage
 from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, ORIGIN_TOPIC
+from broker.rocketmq.filters import tags_of
 from broker.rocketmq_api.protocol import load
 
 definition, _, _ = load()
@@ -86,7 +87,4 @@ def tag_filter(expression: Any) -> frozenset[str] | None:
     """The tags a TAG filter expression (``a||b``) admits; None for ``*`` or no filter."""
     if expression.type == definition.SQL:
         raise errors.InvalidArgument("SQL filters are not supported; use TAG expressions")
-    text = expression.expression.strip()
-    if not text or text == "*":
-        return None
-    return frozenset(tag.strip() for tag in text.split("||"))
+    return tags_of(expression.expression)

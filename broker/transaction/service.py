@@ -27,7 +27,7 @@ from broker.model import (
     check_type,
     merged,
     new_transaction_id,
-    queue_for,
+    queue_of,
     single,
     type_of,
 )
@@ -70,7 +70,7 @@ class TransactionService:
                 results.append(exc)
                 continue
             results.append(None)
-            valid.append((message, producer_group, queue_for(message.message_id, queues), new_transaction_id()))
+            valid.append((message, producer_group, queue_of(message, queues), new_transaction_id()))
         return merged(results, await self._store.prepare_many(valid, now_ms) if valid else [])
 
     async def end_many(self, items: Sequence[tuple[str, str, Resolution, Source]]) -> list[EndResult | HalfmqError]:

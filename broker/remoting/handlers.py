@@ -1,0 +1,326 @@
+"""halfmq's remoting broker: RocketMQ's classic clients send, end transactions, answer checks,
+pull and keep offsets here, through the same services as every other front end.
+
+A producer's heartbeat registers each of its producer groups as a check session on the
+connection it came over; checks then go down that connection as one-way
+CHECK_TRANSACTION_STATE requests, and the producer answers with a one-way END_TRANSACTION.
+RocketMQ names a transaction by its message id (``UNIQ_KEY``), and so does this front end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import time
+from typing import Any
+
+from broker import errors
+from broker.clock import Clock, to_ms
+from broker.messaging import MessagingService
+from broker.model import MAX_PULL, Resolution, Source, StoredMessage
+from broker.remoting import messages
+from broker.remoting.codes import Request, Response
+from broker.remoting.frame import Command
+from broker.remoting.namesrv import AUTO_CREATE_TOPIC, BROKER_NAME
+from broker.remoting.server import Connection, Handler
+from broker.remoting.session import RemotingSession
+from broker.remoting.status import code_of
+from broker.rocketmq.filters import tags_of
+from broker.transaction.registry import ProducerRegistry
+from broker.transaction.service import TransactionService
+
+log = logging.getLogger(__name__)
+
+# SendMessageRequestHeaderV2's one-letter names for SendMessageRequestHeader's fields.
+V2_FIELDS = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+    "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes", "k": "unitMode",
+    "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
+}  # fmt: skip
+END_TYPES = {0x8: Resolution.COMMIT, 0xC: Resolution.ROLLBACK, 0x0: Resolution.UNKNOWN}
+PULL_COMMIT_OFFSET = 0x1  # PullSysFlag: the pull carries the group's offset to commit
+PULL_SUSPEND = 0x2  # wait for messages when there are none
+_POLL = 0.1  # seconds between looks at an empty queue during long polling
+_DEFAULT_QUEUES = 4  # DefaultMQProducer's defaultTopicQueueNums
+
+
+class RemotingBroker:
+    def __init__(
+        self, messaging: MessagingService, transactions: TransactionService, registry: ProducerRegistry, *,
+        auto_create_topics: bool, check_timeout: float, clock: Clock,
+    ) -> None:  # fmt: skip
+        self._messaging = messaging
+        self._clock = clock
+        self._transactions = transactions
+        self._registry = registry
+        self._auto_create_topics = auto_create_topics
+        self._check_timeout = check_timeout
+        self._sessions: dict[tuple[Connection, str], RemotingSession] = {}
+        self._consumers: dict[str, dict[Connection, str]] = {}  # group: the client id on each connection
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            Request.SEND_MESSAGE: self.send,
+            Request.SEND_MESSAGE_V2: self.send,
+            Request.SEND_BATCH_MESSAGE: self.send,
+            Request.END_TRANSACTION: self.end_transaction,
+            Request.HEART_BEAT: self.heartbeat,
+            Request.UNREGISTER_CLIENT: self.unregister,
+            Request.PULL_MESSAGE: self.pull,
+            Request.LITE_PULL_MESSAGE: self.pull,
+            Request.QUERY_CONSUMER_OFFSET: self.query_offset,
+            Request.UPDATE_CONSUMER_OFFSET: self.update_offset,
+            Request.GET_MAX_OFFSET: self.max_offset,
+            Request.GET_MIN_OFFSET: self.min_offset,
+            Request.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+        }
+
+    @staticmethod
+    def _store_host(connection: Connection) -> tuple[str, int]:
+        return connection.local
+
+    async def send(self, request: Command, connection: Connection) -> Command:
+        fields = request.fields
+        if request.code == Request.SEND_MESSAGE_V2:
+            fields = {V2_FIELDS.get(k, k): v for k, v in fields.items()}
+        try:
+            topic, group = fields["topic"], fields.get("producerGroup", "")
+            queue_id, born = int(fields.get("queueId", "0")), int(fields.get("bornTimestamp", "0"))
+        except (KeyError, ValueError) as exc:
+            return request.answer(Response.MESSAGE_ILLEGAL, f"a send header without a valid {exc}")
+        if request.code == Request.SEND_BATCH_MESSAGE:
+            try:
+                batch = list(messages.decode_batch(request.body))
+            except ValueError as exc:
+                return request.answer(Response.MESSAGE_ILLEGAL, str(exc))
+        else:
+            try:
+                body = messages.uncompressed(request.body, int(fields.get("sysFlag", "0")))
+            except ValueError as exc:
+                return request.answer(Response.MESSAGE_ILLEGAL, str(exc))
+            batch = [(body, messages.parse_properties(fields.get("properties", "")))]
+        now_ms = to_ms(self._clock())
+        try:
+            sent = [
+                messages.to_core(topic, body, props, born_timestamp=born, queue_id=queue_id, now_ms=now_ms)
+                for body, props in batch
+            ]
+        except ValueError as exc:
+            return request.answer(Response.MESSAGE_ILLEGAL, f"a delay that is not a number: {exc}")
+        prepared = [props.get(messages.TRANSACTION_PREPARED) == "true" for _, props in batch]
+        if any(prepared) and len(batch) > 1:
+            return request.answer(Response.MESSAGE_ILLEGAL, "a transactional message cannot be sent in a batch")
+        try:
+            await self._create_on_first_use(topic, fields)
+            if any(prepared):
+                txn = await self._transactions.prepare(sent[0], group)
+                return self._sent(request, connection, txn.queue_id, txn.half_offset, 1, transaction_id=txn.message_id)
+            placed = await self._messaging.send(sent)
+        except errors.HalfmqError as exc:
+            return request.answer(code_of(exc), str(exc))
+        return self._sent(request, connection, placed[0].queue_id, placed[0].queue_offset, len(placed))
+
+    def _sent(
+        self, request: Command, connection: Connection, queue_id: int, queue_offset: int, count: int,
+        transaction_id: str | None = None,
+    ) -> Command:  # fmt: skip
+        """SUCCESS with where the ``count`` messages sent went, each named by an offset message id.
+        A delayed message is placed when due, so its offset is -1, as halfmq's other front ends say."""
+        store_host = self._store_host(connection)
+        offset_ids = ",".join(
+            messages.message_id(store_host, messages.position(queue_id, queue_offset + i)) for i in range(count)
+        )
+        return request.answer(
+            Response.SUCCESS,
+            msgId=offset_ids,
+            queueId=queue_id,
+            queueOffset=queue_offset,
+            transactionId=transaction_id,
+            MSG_REGION="DefaultRegion",
+            TRACE_ON=True,
+        )
+
+    async def _create_on_first_use(self, topic: str, fields: dict[str, str]) -> None:
+        """Create a topic a producer names first, as RocketMQ's broker does when the producer sent
+        with the auto-create key topic as its default topic (and auto-creation is on)."""
+        if not self._auto_create_topics or fields.get("defaultTopic") != AUTO_CREATE_TOPIC:
+            return
+        try:
+            self._messaging.topic(topic)
+        except errors.TopicNotFound:
+            queues = int(fields.get("defaultTopicQueueNums") or _DEFAULT_QUEUES)
+            with contextlib.suppress(errors.TopicExists):  # another producer's first send made it
+                await self._messaging.create_topic(topic, queues, None, None)
+
+    async def end_transaction(self, request: Command, connection: Connection) -> Command | None:
+        """End a transaction (the client sends it one-way: the answer is for clients that wait)."""
+        fields = request.fields
+        resolution = END_TYPES.get(int(fields.get("commitOrRollback", "-1") or "-1"))
+        if resolution is None:
+            return request.answer(Response.SYSTEM_ERROR, f"commitOrRollback {fields.get('commitOrRollback')} is no end")
+        group, from_check = fields.get("producerGroup", ""), fields.get("fromTransactionCheck") == "true"
+        try:
+            txn = await self._transactions.transaction_of_message(fields.get("msgId", ""))
+            if from_check:
+                self._registry.answered(txn.transaction_id)
+                await self._transactions.answer_check(txn.transaction_id, group, resolution)
+            elif resolution is not Resolution.UNKNOWN:
+                await self._transactions.end(txn.transaction_id, group, resolution, Source.CLIENT)
+        except errors.HalfmqError as exc:
+            log.info("END_TRANSACTION of %s from %s refused: %s", fields.get("msgId"), connection.peer, exc)
+            return request.answer(code_of(exc), str(exc))
+        return request.answer(Response.SUCCESS)
+
+    async def heartbeat(self, request: Command, connection: Connection) -> Command:
+        """Register the client's producer groups as check sessions and its consumer groups'
+        membership, both for as long as the connection lasts."""
+        try:
+            data = json.loads(request.body)
+            client_id = str(data.get("clientID", ""))
+            producers = [str(p["groupName"]) for p in data.get("producerDataSet") or []]
+            consumers = [str(c["groupName"]) for c in data.get("consumerDataSet") or []]
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return request.answer(Response.SYSTEM_ERROR, f"a heartbeat that does not parse: {exc}")
+        for group in producers:
+            if (connection, group) not in self._sessions:
+                self._open_session(group, client_id, connection)
+        for group in consumers:
+            members = self._consumers.setdefault(group, {})
+            if connection not in members:
+                members[connection] = client_id
+                connection.on_close.append(functools.partial(self._leave, group, connection))
+        return request.answer(Response.SUCCESS)
+
+    def _leave(self, group: str, connection: Connection) -> None:
+        members = self._consumers.get(group, {})
+        members.pop(connection, None)
+        if not members:
+            self._consumers.pop(group, None)
+
+    def _open_session(self, group: str, client_id: str, connection: Connection) -> None:
+        session = RemotingSession(group, client_id, connection, store_host=self._store_host(connection),
+                                  broker_name=BROKER_NAME, write_timeout=self._check_timeout)  # fmt: skip
+        writer = asyncio.create_task(session.outbox.run())
+        self._sessions[(connection, group)] = session
+        self._registry.register(session)
+
+        def close() -> None:
+            self._sessions.pop((connection, group), None)
+            self._registry.unregister(session)
+            writer.cancel()
+
+        connection.on_close.append(close)
+
+    async def unregister(self, request: Command, connection: Connection) -> Command:
+        fields = request.fields
+        session = self._sessions.pop((connection, fields.get("producerGroup", "")), None)
+        if session is not None:
+            self._registry.unregister(session)
+        if fields.get("consumerGroup"):
+            self._leave(fields["consumerGroup"], connection)
+        return request.answer(Response.SUCCESS)
+
+    async def pull(self, request: Command, connection: Connection) -> Command:
+        fields = request.fields
+        try:
+            group, topic = fields["consumerGroup"], fields["topic"]
+            queue_id, offset = int(fields["queueId"]), int(fields["queueOffset"])
+            most, flags = int(fields.get("maxMsgNums", "32")), int(fields.get("sysFlag", "0"))
+            suspend_ms = int(fields.get("suspendTimeoutMillis", "0"))
+        except (KeyError, ValueError) as exc:
+            return request.answer(Response.SYSTEM_ERROR, f"a pull header without a valid {exc}")
+        if fields.get("expressionType", "TAG") != "TAG":
+            return request.answer(Response.SYSTEM_ERROR, "halfmq filters by TAG expressions only")
+        tags = tags_of(fields.get("subscription", "*"))
+        deadline = time.monotonic() + (suspend_ms / 1000 if flags & PULL_SUSPEND else 0)
+        try:
+            if flags & PULL_COMMIT_OFFSET and int(fields.get("commitOffset", "-1")) >= 0:
+                await self._messaging.commit_consumer_offset(group, topic, queue_id, int(fields["commitOffset"]))
+            low, high = (await self._messaging.queue_offsets(topic)).get(queue_id, (0, 0))
+            moved = _moved(offset, low, high)
+            if moved is not None:
+                return request.answer(Response.PULL_OFFSET_MOVED, "OFFSET_MOVED", suggestWhichBrokerId=0,
+                                      nextBeginOffset=moved, minOffset=low, maxOffset=high)  # fmt: skip
+            while True:
+                pulled = await self._messaging.pull(topic, queue_id, offset, max(1, min(most, MAX_PULL)))
+                if pulled.messages or time.monotonic() + _POLL >= deadline:
+                    break
+                await asyncio.sleep(_POLL)
+        except errors.HalfmqError as exc:
+            return request.answer(code_of(exc), str(exc))
+        kept = [m for m in pulled.messages if tags is None or m.tags in tags]
+        ranges: dict[str, Any] = {"suggestWhichBrokerId": 0, "nextBeginOffset": pulled.next_offset,
+                                  "minOffset": pulled.min_offset, "maxOffset": pulled.max_offset}  # fmt: skip
+        if kept:
+            body = b"".join(self._encode(m, connection) for m in kept)
+            return request.answer(Response.SUCCESS, "FOUND", body, **ranges)
+        if pulled.messages:
+            return request.answer(Response.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", **ranges)
+        return request.answer(Response.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", **ranges)
+
+    def _encode(self, message: StoredMessage, connection: Connection) -> bytes:
+        properties = {**message.properties, **messages.system_properties(message)}
+        return messages.encode(message, store_host=self._store_host(connection), properties=properties)
+
+    async def query_offset(self, request: Command, connection: Connection) -> Command:
+        """The group's committed offset of the queue. With none, RocketMQ's broker answers 0 for a
+        queue that still holds its first message (unless asked not to), else QUERY_NOT_FOUND."""
+        fields = request.fields
+        try:
+            topic, queue_id = fields.get("topic", ""), int(fields.get("queueId", "-1"))
+            committed = await self._messaging.consumer_offsets(fields.get("consumerGroup", ""), topic)
+            low, _ = (await self._messaging.queue_offsets(topic)).get(queue_id, (-1, -1))
+        except (errors.HalfmqError, ValueError) as exc:
+            return request.answer(Response.SYSTEM_ERROR, str(exc))
+        if queue_id in committed:
+            return request.answer(Response.SUCCESS, offset=committed[queue_id])
+        if low == 0 and fields.get("setZeroIfNotFound") != "false":
+            return request.answer(Response.SUCCESS, offset=0)
+        return request.answer(Response.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
+
+    async def update_offset(self, request: Command, connection: Connection) -> Command:
+        fields = request.fields
+        try:
+            await self._messaging.commit_consumer_offset(
+                fields.get("consumerGroup", ""), fields.get("topic", ""), int(fields.get("queueId", "-1")),
+                int(fields.get("commitOffset", "-1")),
+            )  # fmt: skip
+        except (errors.HalfmqError, ValueError) as exc:
+            return request.answer(Response.SYSTEM_ERROR, str(exc))
+        return request.answer(Response.SUCCESS)
+
+    async def max_offset(self, request: Command, connection: Connection) -> Command:
+        return await self._queue_end(request, high=True)
+
+    async def min_offset(self, request: Command, connection: Connection) -> Command:
+        return await self._queue_end(request, high=False)
+
+    async def _queue_end(self, request: Command, *, high: bool) -> Command:
+        try:
+            topic, queue_id = request.fields.get("topic", ""), int(request.fields.get("queueId", "-1"))
+            ends = (await self._messaging.queue_offsets(topic))[queue_id]
+        except errors.HalfmqError as exc:
+            return request.answer(code_of(exc), str(exc))
+        except (KeyError, ValueError):
+            return request.answer(Response.SYSTEM_ERROR, f"no queue {request.fields.get('queueId')}")
+        return request.answer(Response.SUCCESS, offset=ends[1] if high else ends[0])
+
+    async def consumer_list(self, request: Command, connection: Connection) -> Command:
+        """The client ids of the group's live consumers (their heartbeats' connections still open)."""
+        members = sorted(set(self._consumers.get(request.fields.get("consumerGroup", ""), {}).values()))
+        if not members:
+            return request.answer(Response.SYSTEM_ERROR, f"no consumer of group {request.fields.get('consumerGroup')}")
+        return request.answer(Response.SUCCESS, body=json.dumps({"consumerIdList": members}).encode())
+
+
+def _moved(offset: int, low: int, high: int) -> int | None:
+    """Where a pull from ``offset`` must start instead, as RocketMQ's store answers OFFSET_MOVED:
+    0 in an empty queue, its low offset below it, its end past it; None when ``offset`` is fine."""
+    if low == high:
+        return None if offset == low else low
+    if offset < low:
+        return low
+    return high if offset > high else None
