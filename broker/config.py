@@ -146,7 +146,9 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
         "auto_create_topics",
         _on_off,
         "on: a Kafka client's first use of a topic nobody created creates it, with one partition, as Kafka's"
-        " auto.create.topics.enable and num.partitions; off: it gets UNKNOWN_TOPIC_OR_PARTITION (default on)",
+        " auto.create.topics.enable and num.partitions, and a RocketMQ remoting producer's first send with the queues"
+        " it asks for, as RocketMQ's autoCreateTopicEnable; off: UNKNOWN_TOPIC_OR_PARTITION, TOPIC_NOT_EXIST"
+        " (default on)",
     ),
     (
         "group_initial_rebalance_delay",

@@ -84,7 +84,7 @@ class RemotingBroker:
 
     async def send(self, request: Command, connection: Connection) -> Command:
         fields = request.fields
-        if request.code == Request.SEND_MESSAGE_V2:
+        if request.code != Request.SEND_MESSAGE:  # V2's one-letter names: batches are sent with them too
             fields = {V2_FIELDS.get(k, k): v for k, v in fields.items()}
         try:
             topic, group = fields["topic"], fields.get("producerGroup", "")

@@ -43,6 +43,7 @@ class NameServer:
             Request.GET_ROUTEINFO_BY_TOPIC: self.route,
             Request.GET_BROKER_CLUSTER_INFO: self.cluster,
             Request.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.topic_list,
+            Request.GET_KV_CONFIG: self.kv_config,
         }
 
     def broker_address(self, connection: Connection) -> str:
@@ -80,6 +81,11 @@ class NameServer:
     async def topic_list(self, request: Command, connection: Connection) -> Command:
         names = [t.name for t in self._messaging.topics()]
         return request.answer(Response.SUCCESS, body=json.dumps({"topicList": names}).encode())
+
+    async def kv_config(self, request: Command, connection: Connection) -> Command:
+        """halfmq keeps no name server settings (RocketMQ's clients and tools ask for ORDER_TOPIC_CONFIG)."""
+        namespace, key = request.fields.get("namespace"), request.fields.get("key")
+        return request.answer(Response.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}")
 
     def _broker_data(self, connection: Connection) -> dict[str, object]:
         return {"brokerAddrs": {"0": self.broker_address(connection)}, "brokerName": BROKER_NAME, "cluster": CLUSTER}
