@@ -29,6 +29,7 @@ from broker.remoting.server import Connection, Handler
 from broker.remoting.session import RemotingSession
 from broker.remoting.status import code_of
 from broker.rocketmq.filters import tags_of
+from broker.rocketmq.properties import added_by_broker
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 
@@ -262,7 +263,7 @@ class RemotingBroker:
         return request.answer(Response.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", **ranges)
 
     def _encode(self, message: StoredMessage, connection: Connection) -> bytes:
-        properties = {**message.properties, **messages.system_properties(message)}
+        properties = {**message.properties, **added_by_broker(message), **messages.system_properties(message)}
         return messages.encode(message, store_host=self._store_host(connection), properties=properties)
 
     async def query_offset(self, request: Command, connection: Connection) -> Command:

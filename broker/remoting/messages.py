@@ -26,7 +26,6 @@ TAGS = "TAGS"
 UNIQ_KEY = "UNIQ_KEY"
 TRANSACTION_PREPARED = "TRAN_MSG"
 PRODUCER_GROUP = "PGROUP"
-TRANSACTION_ID = "__transactionId__"
 # MessageConst's names that the broker or client sets, never a user's (STRING_HASH_SET, less
 # KEYS, TAGS and UNIQ_KEY, which halfmq keeps in the message's own fields).
 SYSTEM = frozenset(

@@ -11,6 +11,7 @@ from broker.remoting import messages
 from broker.remoting.codes import Request
 from broker.remoting.frame import ONEWAY, Command
 from broker.remoting.server import Connection
+from broker.rocketmq.properties import TRANSACTION_ID
 from broker.transaction.outbox import Check, CheckRequest, Outbox
 
 _OPAQUES = itertools.count(1 << 30)  # apart from the clients' own, which count up from 0
@@ -58,6 +59,7 @@ class RemotingSession:
         properties = {
             **message.properties,
             **messages.system_properties(message),
+            TRANSACTION_ID: message.message_id,  # as RocketMQ's half message carries it
             messages.TRANSACTION_PREPARED: "true",
             messages.PRODUCER_GROUP: self.producer_group,
         }

@@ -11,10 +11,10 @@ from broker import errors
 from broker.model import DELIVER_AT, MESSAGE_GROUP, StoredMessage
 from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, ORIGIN_TOPIC
 from broker.rocketmq.filters import tags_of
+from broker.rocketmq.properties import added_by_broker
 from broker.rocketmq_api.protocol import load
 
 definition, _, _ = load()
-TRANSACTION_ID = "__transactionId__"
 # Properties RocketMQ's proxy keeps from clients (its system keys), and halfmq's count of a dead
 # letter's deliveries, which RocketMQ shows as the dead letter's delivery attempt instead.
 HIDDEN = (ORIGIN_TOPIC, ORIGIN_MESSAGE_ID, DELIVERY_ATTEMPTS)
@@ -42,8 +42,7 @@ def to_rocketmq(message: StoredMessage, message_type: int | None = None, **syste
         properties.pop(hidden, None)
     message_group = properties.pop(MESSAGE_GROUP, None)
     deliver_at = properties.pop(DELIVER_AT, None)
-    if message.transaction_id:  # RocketMQ's transaction id is the message id
-        properties[TRANSACTION_ID] = message.message_id
+    properties.update(added_by_broker(message))
     attempts = message.properties.get(DELIVERY_ATTEMPTS)
     if attempts is not None and "delivery_attempt" in system:
         # RocketMQ carries a message's reconsume count into its dead letter: the attempts made,

@@ -13,10 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from halfmq_peers import kafka, rocketmq
-from tests import test_conformance_kafka, test_conformance_rocketmq
+from tests import test_conformance_kafka, test_conformance_rocketmq, test_conformance_rocketmq_classic
 from tests.conformance.judge import departures
 
-BROKERS = {"kafka": f"Apache Kafka {kafka.VERSION}", "rocketmq": f"Apache RocketMQ {rocketmq.VERSION}"}
+BROKERS = {
+    "kafka": f"Apache Kafka {kafka.VERSION}",
+    "rocketmq": f"Apache RocketMQ {rocketmq.VERSION}",
+    "rocketmq-classic": f"Apache RocketMQ {rocketmq.VERSION}, classic (remoting) clients",
+}
 CLIENT_PACKAGES = {"confluent-kafka": "confluent-kafka", "aiokafka": "aiokafka", "kafka-python": "kafka-python",
                    "python": "rocketmq-python-client"}  # fmt: skip
 # The clients from npm and Maven Central, at the versions their tests install.
@@ -25,6 +29,7 @@ INSTALLED = {
     "kafka-clients": test_conformance_kafka.KAFKA_JAVA[0].split(":", 1)[1].replace(":", " "),
     "nodejs": test_conformance_rocketmq.NODEJS_CLIENT.replace("@", " "),
     "java": test_conformance_rocketmq.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
+    "rocketmq-client": test_conformance_rocketmq_classic.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
 }
 
 

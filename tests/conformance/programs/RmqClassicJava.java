@@ -1,0 +1,413 @@
+/*
+ * RocketMQ scenarios with the classic (remoting) Java client, org.apache.rocketmq:rocketmq-client,
+ * written as RocketMQ's own examples are (example/: quickstart Producer, simple AsyncProducer and
+ * OnewayProducer, batch SimpleBatchProducer, transaction TransactionProducer and
+ * TransactionListenerImpl, simple LitePullConsumerAssign); each prints its observable outcome as
+ * one JSON line, the same against halfmq's name server and against Apache RocketMQ's.
+ *
+ *     java RmqClassicJava.java NAMESRV PREFIX SCENARIO    run SCENARIO, print its outcome
+ *     java RmqClassicJava.java --needs PREFIX SCENARIO    print the topics it uses (and no groups:
+ *                                                          a remoting client's groups need no creating)
+ *
+ * Run by Java's source launcher with the client on the classpath (tests/conformance/java.py). The
+ * client logs to ~/logs/rocketmqlogs/rocketmq_client.log, so stdout carries only the outcome.
+ *
+ * What an outcome leaves out, as not the broker's to decide: message ids (the client makes them;
+ * only whether the reader saw the ids the sender was given is kept) and which queue a send picks
+ * (the producer goes round the topic's queues from a random one, so a queue is recorded counted
+ * from the first send's queue). A topic is new in each run, so its queue offsets start at 0. A
+ * committed transaction's properties name the ids they hold, and TRANSACTION_CHECK_TIMES (how often
+ * the broker checked it back before its answer was in) is kept as present, not as a count.
+ */
+
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Predicate;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageClientExt;
+import org.apache.rocketmq.common.message.MessageConst;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+
+public class RmqClassicJava {
+    static final long WAIT = 30_000; // ms a scenario waits for what it expects before it records what it has
+    static final long CHECK_WAIT = 60_000; // ms the transaction scenario waits for the broker's check-backs
+    static final long SETTLE = 5_000; // ms a transaction's reader goes on reading once it has what it expects
+    // A call waits 20 s (the quickstart Producer's send timeout), not the client's 3 s: the real
+    // broker, its JVM beside the suite's on two cores, has been seen to take over 3 s to answer.
+    static final int TIMEOUT = 20_000;
+
+    record Topic(String name, int queues, String type) {
+    }
+
+    /** What each scenario uses: topics (suffix, queues, message type). */
+    static final Map<String, List<Topic>> NEEDS = Map.of(
+        "quickstart", List.of(new Topic("orders", 4, "NORMAL")),
+        "async-oneway", List.of(new Topic("async", 2, "NORMAL")),
+        "batch", List.of(new Topic("batch", 1, "NORMAL")),
+        "transaction", List.of(new Topic("txn", 2, "TRANSACTION")));
+
+    public static void main(String[] args) throws Exception {
+        if (args[0].equals("--needs")) {
+            String prefix = args[1];
+            Map<String, Object> plan = new TreeMap<>();
+            plan.put("topics", NEEDS.get(args[2]).stream()
+                .map(t -> List.of(prefix + "-" + t.name(), t.queues(), t.type())).toList());
+            plan.put("groups", List.of());
+            System.out.println(json(plan));
+            return;
+        }
+        Scenarios scenarios = new Scenarios(args[0], args[1]);
+        Map<String, Object> outcome = switch (args[2]) {
+            case "quickstart" -> scenarios.quickstart();
+            case "async-oneway" -> scenarios.asyncOneway();
+            case "batch" -> scenarios.batch();
+            case "transaction" -> scenarios.transaction();
+            default -> throw new IllegalArgumentException("no scenario " + args[2]);
+        };
+        System.out.println(json(outcome));
+        System.exit(0); // the client's scheduler threads would keep the JVM up a while
+    }
+
+    static final class Scenarios {
+        final String namesrv;
+        final String prefix;
+
+        Scenarios(String namesrv, String prefix) {
+            this.namesrv = namesrv;
+            this.prefix = prefix;
+        }
+
+        /**
+         * A producer of {@code topic}, its route asked for at start (as TransactionProducer's is): the
+         * async sends' threads would otherwise ask at once, and one that waits over 3 s for another's
+         * answer (as happens on a busy machine) sends with the default topic's route instead, to queues
+         * the topic may not have (seen against the real broker).
+         */
+        DefaultMQProducer producer(String topic) throws Exception {
+            DefaultMQProducer producer = new DefaultMQProducer(prefix + "-producer", null, List.of(topic));
+            producer.setNamesrvAddr(namesrv);
+            producer.setSendMsgTimeout(TIMEOUT);
+            producer.setMqClientApiTimeout(TIMEOUT);
+            producer.start();
+            return producer;
+        }
+
+        /** A message as the examples make one: topic, tag, key and body, and a user property. */
+        Message message(String topic, String tag, String key, String body, int n) {
+            Message message = new Message(topic, tag, key, body.getBytes(StandardCharsets.UTF_8));
+            message.putUserProperty("n", String.valueOf(n));
+            return message;
+        }
+
+        /**
+         * The quickstart Producer: 8 synchronous sends round the topic's 4 queues, tags TagA and TagB in
+         * turn, keys o-0..o-7; then everything read back from the start of each queue.
+         */
+        Map<String, Object> quickstart() throws Exception {
+            String topic = prefix + "-orders";
+            List<SendResult> results = new ArrayList<>();
+            DefaultMQProducer producer = producer(topic);
+            try {
+                for (int i = 0; i < 8; i++) {
+                    Message msg = message(topic, i % 2 == 0 ? "TagA" : "TagB", "o-" + i, "Hello RocketMQ " + i, i);
+                    results.add(producer.send(msg, TIMEOUT));
+                }
+            } finally {
+                producer.shutdown();
+            }
+            int first = results.get(0).getMessageQueue().getQueueId();
+            List<MessageExt> read = read(prefix + "-reader", topic, got -> got.size() >= 8, WAIT);
+            Map<String, Object> outcome = new TreeMap<>();
+            outcome.put("sent", results.stream().map(r -> {
+                Map<String, Object> sent = new TreeMap<>();
+                sent.put("status", r.getSendStatus().name());
+                sent.put("topic", r.getMessageQueue().getTopic());
+                sent.put("queue_id", queueFrom(r.getMessageQueue().getQueueId(), first, 4));
+                sent.put("queue_offset", r.getQueueOffset());
+                sent.put("region_id", r.getRegionId());
+                return sent;
+            }).toList());
+            outcome.put("read", read.stream().map(m -> {
+                Map<String, Object> seen = seen(m);
+                seen.put("queue_id", queueFrom(m.getQueueId(), first, 4));
+                return seen;
+            }).sorted(BY_BODY).toList());
+            outcome.put("msg_ids_match", sameIds(results.stream().map(SendResult::getMsgId), read.stream().map(MessageExt::getMsgId)));
+            outcome.put("offset_msg_ids_match", sameIds(results.stream().map(SendResult::getOffsetMsgId),
+                read.stream().map(m -> ((MessageClientExt) m).getOffsetMsgId())));
+            return outcome;
+        }
+
+        /** AsyncProducer's 4 sends, their callbacks awaited, and OnewayProducer's 4; then all read back. */
+        Map<String, Object> asyncOneway() throws Exception {
+            String topic = prefix + "-async";
+            List<String> callbacks = Collections.synchronizedList(new ArrayList<>());
+            DefaultMQProducer producer = producer(topic);
+            try {
+                CountDownLatch countDownLatch = new CountDownLatch(4);
+                for (int i = 0; i < 4; i++) {
+                    Message msg = message(topic, "TagA", "a-" + i, "async " + i, i);
+                    producer.send(msg, new SendCallback() {
+                        @Override
+                        public void onSuccess(SendResult sendResult) {
+                            callbacks.add(sendResult.getSendStatus().name());
+                            countDownLatch.countDown();
+                        }
+
+                        @Override
+                        public void onException(Throwable e) {
+                            callbacks.add(e.getClass().getSimpleName());
+                            countDownLatch.countDown();
+                        }
+                    });
+                }
+                countDownLatch.await(WAIT, TimeUnit.MILLISECONDS);
+                for (int i = 0; i < 4; i++) {
+                    producer.sendOneway(message(topic, "TagB", "w-" + i, "oneway " + i, i));
+                }
+            } finally {
+                producer.shutdown();
+            }
+            List<MessageExt> read = read(prefix + "-reader", topic, got -> got.size() >= 8, WAIT);
+            Map<String, Object> outcome = new TreeMap<>();
+            synchronized (callbacks) {
+                outcome.put("async", callbacks.stream().sorted().toList());
+            }
+            outcome.put("read", read.stream().map(RmqClassicJava::body).sorted().toList());
+            return outcome;
+        }
+
+        /** SimpleBatchProducer: one send of 5 messages, to the topic's one queue; then read back. */
+        Map<String, Object> batch() throws Exception {
+            String topic = prefix + "-batch";
+            SendResult result;
+            DefaultMQProducer producer = producer(topic);
+            try {
+                List<Message> messages = new ArrayList<>();
+                for (int i = 0; i < 5; i++) {
+                    messages.add(message(topic, "Tag", "OrderID00" + i, "Hello world " + i, i));
+                }
+                result = producer.send(messages);
+            } finally {
+                producer.shutdown();
+            }
+            List<MessageExt> read = read(prefix + "-reader", topic, got -> got.size() >= 5, WAIT);
+            Map<String, Object> outcome = new TreeMap<>();
+            outcome.put("status", result.getSendStatus().name());
+            outcome.put("queue_id", result.getMessageQueue().getQueueId());
+            outcome.put("queue_offset", result.getQueueOffset());
+            outcome.put("msg_ids", result.getMsgId().split(",").length);
+            outcome.put("read", read.stream().map(RmqClassicJava::seen).sorted(BY_BODY).toList());
+            outcome.put("msg_ids_match", sameIds(Arrays.stream(result.getMsgId().split(",")), read.stream().map(MessageExt::getMsgId)));
+            outcome.put("offset_msg_ids_match", sameIds(Arrays.stream(result.getOffsetMsgId().split(",")),
+                read.stream().map(m -> ((MessageClientExt) m).getOffsetMsgId())));
+            return outcome;
+        }
+
+        /**
+         * TransactionProducer with a TransactionListener in TransactionListenerImpl's way: the local
+         * transaction of t-0 commits, of t-1 rolls back, of t-2 and t-3 is not known when the half
+         * message is sent (UNKNOW); the broker checks those back, and they turn out committed (t-2)
+         * and rolled back (t-3).
+         */
+        Map<String, Object> transaction() throws Exception {
+            String topic = prefix + "-txn";
+            Map<String, LocalTransactionState> localTrans = Map.of(
+                "t-0", LocalTransactionState.COMMIT_MESSAGE, "t-1", LocalTransactionState.ROLLBACK_MESSAGE,
+                "t-2", LocalTransactionState.COMMIT_MESSAGE, "t-3", LocalTransactionState.ROLLBACK_MESSAGE);
+            Set<String> known = Set.of("t-0", "t-1");
+            Map<String, Integer> checks = new ConcurrentHashMap<>();
+            TransactionListener transactionListener = new TransactionListener() {
+                @Override
+                public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                    return known.contains(msg.getKeys()) ? localTrans.get(msg.getKeys()) : LocalTransactionState.UNKNOW;
+                }
+
+                @Override
+                public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                    checks.merge(msg.getKeys(), 1, Integer::sum);
+                    return localTrans.getOrDefault(msg.getKeys(), LocalTransactionState.UNKNOW);
+                }
+            };
+            TransactionMQProducer producer = new TransactionMQProducer(prefix + "-txn-producer", Arrays.asList(topic));
+            producer.setNamesrvAddr(namesrv);
+            producer.setSendMsgTimeout(TIMEOUT);
+            producer.setMqClientApiTimeout(TIMEOUT);
+            producer.setTransactionListener(transactionListener);
+            producer.start();
+            List<List<String>> sent = new ArrayList<>();
+            Map<String, String> names = new TreeMap<>(); // ids this run made, by what they are
+            List<MessageExt> read;
+            try {
+                for (int i = 0; i < 4; i++) {
+                    Message msg = message(topic, "TagA", "t-" + i, "txn " + i, i);
+                    TransactionSendResult sendResult = producer.sendMessageInTransaction(msg, null);
+                    sent.add(List.of("t-" + i, sendResult.getSendStatus().name(), sendResult.getLocalTransactionState().name()));
+                    names.put(sendResult.getMsgId(), "<msg id of t-" + i + ">");
+                    if (sendResult.getTransactionId() != null) {
+                        names.put(sendResult.getTransactionId(), "<transaction id of t-" + i + ">");
+                    }
+                }
+                // The producer stays up to answer check-backs while the reader waits for the commits.
+                Set<String> committed = Set.of("txn 0", "txn 2");
+                read = read(prefix + "-reader", topic,
+                    got -> bodies(got).containsAll(committed) && checks.keySet().containsAll(Set.of("t-2", "t-3")), CHECK_WAIT, SETTLE);
+            } finally {
+                producer.shutdown();
+            }
+            Map<String, Object> outcome = new TreeMap<>();
+            outcome.put("sent", sent);
+            outcome.put("read", new ArrayList<>(bodies(read))); // at least once: a commit may come twice
+            outcome.put("checked_at_least_once", new ArrayList<>(new TreeSet<>(checks.keySet())));
+            Map<String, Object> properties = new TreeMap<>();
+            for (MessageExt m : read) {
+                Map<String, String> user = userProperties(m);
+                user.replaceAll((key, value) -> names.getOrDefault(value, value));
+                // How often the broker checked a transaction back before its answer was in is a matter of timing.
+                user.computeIfPresent(MessageConst.PROPERTY_TRANSACTION_CHECK_TIMES, (key, value) -> "<checks>");
+                properties.put(body(m), user);
+            }
+            outcome.put("properties", properties);
+            return outcome;
+        }
+
+        /** LitePullConsumerAssign, reading every queue of {@code topic} from its start until {@code enough} or {@code wait} ms. */
+        List<MessageExt> read(String group, String topic, Predicate<List<MessageExt>> enough, long wait) throws Exception {
+            return read(group, topic, enough, wait, 0);
+        }
+
+        /**
+         * LitePullConsumerAssign, reading every queue of {@code topic} from its start until {@code enough}
+         * or {@code wait} ms, then for {@code settle} ms more (at least one more poll: anything beyond
+         * what was expected shows).
+         *
+         * A new group starts from each queue's first offset, rather than the example's seek: a seek
+         * interrupts the pull thread of the queue, which the client answers by closing the broker
+         * connection that thread was using, failing whatever else was on it (the seek's own offset
+         * queries included: seen against the real broker).
+         */
+        List<MessageExt> read(String group, String topic, Predicate<List<MessageExt>> enough, long wait, long settle) throws Exception {
+            DefaultLitePullConsumer litePullConsumer = new DefaultLitePullConsumer(group);
+            litePullConsumer.setNamesrvAddr(namesrv);
+            litePullConsumer.setMqClientApiTimeout(TIMEOUT);
+            litePullConsumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            litePullConsumer.start();
+            List<MessageExt> got = new ArrayList<>();
+            try {
+                Collection<MessageQueue> mqSet = litePullConsumer.fetchMessageQueues(topic);
+                List<MessageQueue> assignList = new ArrayList<>(mqSet);
+                litePullConsumer.assign(assignList);
+                long deadline = System.currentTimeMillis() + wait;
+                while (!enough.test(got) && System.currentTimeMillis() < deadline) {
+                    got.addAll(litePullConsumer.poll(1000));
+                }
+                long settled = System.currentTimeMillis() + settle;
+                do {
+                    got.addAll(litePullConsumer.poll(1000));
+                } while (System.currentTimeMillis() < settled);
+            } finally {
+                litePullConsumer.shutdown();
+            }
+            return got;
+        }
+    }
+
+    static final Comparator<Map<String, Object>> BY_BODY =
+        Comparator.comparing(m -> String.valueOf(m.get("body")));
+
+    /** {@code queueId} counted from {@code first} round a topic of {@code queues} queues. */
+    static int queueFrom(int queueId, int first, int queues) {
+        return Math.floorMod(queueId - first, queues);
+    }
+
+    /** What a reader observes of a message, without ids, hosts or times. */
+    static Map<String, Object> seen(MessageExt m) {
+        Map<String, Object> seen = new TreeMap<>();
+        seen.put("topic", m.getTopic());
+        seen.put("queue_id", m.getQueueId());
+        seen.put("queue_offset", m.getQueueOffset());
+        seen.put("tags", m.getTags());
+        seen.put("keys", m.getKeys());
+        seen.put("body", body(m));
+        seen.put("properties", userProperties(m));
+        seen.put("reconsume_times", m.getReconsumeTimes());
+        seen.put("flag", m.getFlag());
+        return seen;
+    }
+
+    /** A message's properties but the system ones (MessageConst.STRING_HASH_SET). */
+    static Map<String, String> userProperties(MessageExt m) {
+        Map<String, String> properties = new TreeMap<>(m.getProperties());
+        properties.keySet().removeAll(MessageConst.STRING_HASH_SET);
+        return properties;
+    }
+
+    static String body(MessageExt m) {
+        return new String(m.getBody(), StandardCharsets.UTF_8);
+    }
+
+    static Set<String> bodies(List<MessageExt> messages) {
+        return messages.stream().map(RmqClassicJava::body).collect(Collectors.toCollection(TreeSet::new));
+    }
+
+    /** Whether the ids a sender was given are those its reader saw. */
+    static boolean sameIds(Stream<String> sent, Stream<String> read) {
+        return new TreeSet<>(sent.toList()).equals(new TreeSet<>(read.toList()));
+    }
+
+    /** JSON of maps, collections, strings, numbers, booleans and nulls. */
+    static String json(Object value) {
+        if (value == null) {
+            return "null";
+        } else if (value instanceof String text) {
+            return quote(text);
+        } else if (value instanceof Number || value instanceof Boolean) {
+            return value.toString();
+        } else if (value instanceof Map<?, ?> map) {
+            return map.entrySet().stream()
+                .map(e -> quote(String.valueOf(e.getKey())) + ": " + json(e.getValue()))
+                .collect(Collectors.joining(", ", "{", "}"));
+        } else if (value instanceof Collection<?> items) {
+            return items.stream().map(RmqClassicJava::json).collect(Collectors.joining(", ", "[", "]"));
+        }
+        throw new IllegalArgumentException("no JSON for " + value.getClass());
+    }
+
+    static String quote(String text) {
+        StringBuilder quoted = new StringBuilder("\"");
+        for (char c : text.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                quoted.append('\\').append(c);
+            } else if (c < 0x20) {
+                quoted.append(String.format("\\u%04x", (int) c));
+            } else {
+                quoted.append(c);
+            }
+        }
+        return quoted.append('"').toString();
+    }
+}
