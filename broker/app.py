@@ -6,20 +6,18 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
-import grpc
-
 from broker.batches import BatchService
 from broker.checkpoints import Checkpointer
 from broker.clock import Clock, system_clock
 from broker.config import Settings
 from broker.controls import ControlledClock, TestControls
 from broker.delays import DelayService
+from broker.frontends import FrontEnd, GrpcFrontEnd, HttpFrontEnd
 from broker.grpc_api import create_server
 from broker.grpc_api.convert import segment_to_pb
 from broker.grpc_api.servicer import BrokerServicer
 from broker.http_api import AdminContext, create_app
 from broker.http_api import create_server as create_http_server
-from broker.http_api.app import HttpServer
 from broker.kafka_api.groups import Coordinator
 from broker.kafka_api.handlers import KafkaApis
 from broker.kafka_api.server import KafkaServer
@@ -40,6 +38,10 @@ from broker.transaction.service import TransactionService
 
 log = logging.getLogger(__name__)
 
+# The front ends by the name of their port setting (``grpc`` serves on ``grpc_port``), as logs name them.
+LABELS = {"grpc": "gRPC", "http": "HTTP", "rocketmq": "RocketMQ 5 gRPC", "kafka": "Kafka",
+          "remoting": "RocketMQ remoting", "namesrv": "RocketMQ name server"}  # fmt: skip
+
 
 @dataclass
 class Broker:
@@ -47,12 +49,8 @@ class Broker:
 
     settings: Settings
     clock: Clock = system_clock
-    grpc_port: int = 0
-    http_port: int = 0
-    rocketmq_port: int = 0
-    kafka_port: int = 0
-    namesrv_port: int = 0
-    remoting_port: int = 0
+    _bound: dict[str, int] = field(default_factory=dict)  # each front end's port, by name
+    _started: list[FrontEnd] = field(default_factory=list)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -100,10 +98,8 @@ class Broker:
             if controlled is None
             else TestControls(controlled, self.store, self.checks, self.registry, self.delays)
         )
-        self._server: grpc.aio.Server | None = None
-        self._http: HttpServer | None = None
-        self._rocketmq: grpc.aio.Server | None = None
         self.kafka_groups = Coordinator(settings.group_initial_rebalance_delay)
+        self._tls_context = None if settings.tls is None else settings.tls.server_context()
         kafka_host, kafka_port = settings.kafka_advertised_address or (
             None if settings.advertised_address is None else settings.advertised_address[0],
             None,
@@ -120,11 +116,9 @@ class Broker:
             ),
             self.metrics,
             auth_token=settings.auth_token,
-            tls=None if settings.tls is None else settings.tls.server_context(),
+            tls=self._tls_context,
         )
-        self._http_task: asyncio.Task[None] | None = None
-        tls = None if settings.tls is None else settings.tls.server_context()
-        remoting = RemotingBroker(
+        self._remoting_broker = RemotingBroker(
             self.messaging,
             self.transactions,
             self.registry,
@@ -132,67 +126,23 @@ class Broker:
             check_timeout=settings.check_timeout,
             clock=self.clock,
         )
-        names = NameServer(
+        self._names = NameServer(
             self.messaging,
             lambda: self.remoting_port,
             advertised_host=None if settings.advertised_address is None else settings.advertised_address[0],
             auto_create_topics=settings.auto_create_topics,
         )
-        self._remoting = RemotingServer("broker", remoting.handlers(), self.metrics, tls=tls)
-        self._namesrv = RemotingServer("namesrv", names.handlers(), self.metrics, tls=tls)
         self.pull_processes = PullProcesses(settings, on_restart=self.metrics.pull_process_restarted)
 
     async def start(self) -> None:
-        """Create the configured topics, start serving gRPC and the periodic check loop."""
+        """Create the configured topics, serve every front end on its port, start the background
+        work (checks, retention, delays, checkpoints, batches, Kafka transactions and groups)."""
         for topic in self.settings.topics:
             await self.messaging.create_topic(topic.name, topic.queues, topic.retention, topic.message_type)
         pull_ports = await self.pull_processes.start()
-        faults = None if self.controls is None else self.controls.faults
-        servicer = BrokerServicer(
-            self.messaging,
-            self.transactions,
-            self.batches,
-            self.kafka_txns,
-            self.registry,
-            check_timeout=self.settings.check_timeout,
-            pull_ports=pull_ports,
-            faults=faults,
-        )
-        self._server, self.grpc_port = create_server(
-            servicer,
-            f"{self.settings.host}:{self.settings.grpc_port}",
-            auth_token=self.settings.auth_token,
-            tls=self.settings.tls,
-            faults=faults,
-        )
-        await self._server.start()
-        context = AdminContext(
-            settings=self.settings,
-            store=self.store,
-            messaging=self.messaging,
-            transactions=self.transactions,
-            registry=self.registry,
-            metrics=self.metrics,
-            clock=self.clock,
-            ports=self.ports,
-            kafka_groups=self.kafka_groups.views,
-            controls=self.controls,
-        )
-        self._http = create_http_server(create_app(context), self.settings.host, self.settings.http_port)
-        self._http_task = asyncio.create_task(self._http.serve())
-        while not self._http.started:
-            if self._http_task.done():  # e.g. the port is taken: surface uvicorn's failure
-                await self._http_task
-                raise RuntimeError(f"the HTTP server could not start on port {self.settings.http_port}")
-            await asyncio.sleep(0.01)
-        self.http_port = self._http.port
-        await self._start_rocketmq()
-        self.kafka_port = await self._kafka.start(self.settings.host, self.settings.kafka_port)
-        if self.settings.auth_token is None:  # RocketMQ's ACL signature is not checked yet: no open door
-            self.remoting_port = await self._remoting.start(self.settings.host, self.settings.remoting_port)
-            self.namesrv_port = await self._namesrv.start(self.settings.host, self.settings.namesrv_port)
-            log.info("RocketMQ name server on %s:%d, remoting broker on %s:%d", self.settings.host, self.namesrv_port,
-                     self.settings.host, self.remoting_port)  # fmt: skip
+        for name, front_end in self._front_ends(pull_ports):
+            self._bound[name] = await front_end.start(self.settings.host, getattr(self.settings, f"{name}_port"))
+            self._started.append(front_end)
         self._tasks.append(asyncio.create_task(self.kafka_groups.run()))
         checks = self.checks.run if self.controls is None else self.controls.run_checks
         self._tasks.append(asyncio.create_task(checks(self.settings.check_interval)))
@@ -205,26 +155,58 @@ class Broker:
             self._tasks.append(asyncio.create_task(self.packer.run()))
         else:
             await self.store.query(self.store.drop_segments)
+        served = ", ".join(f"{LABELS[name]} on {self.settings.host}:{port}" for name, port in self._bound.items())
         log.info(
-            "halfmq broker serving gRPC on %s:%d, HTTP on %s:%d and Kafka on %s:%d%s, store %s%s",
-            self.settings.host, self.grpc_port, self.settings.host, self.http_port, self.settings.host, self.kafka_port,
-            " (TLS)" if self.settings.tls else "", self.store.path,
+            "halfmq broker serving %s%s, store %s%s", served, " (TLS)" if self.settings.tls else "", self.store.path,
             f", pulls also on ports {', '.join(map(str, pull_ports))}" if pull_ports else "",
         )  # fmt: skip
 
-    def ports(self) -> dict[str, int]:
-        """The port each protocol serves (0: its front end is off)."""
-        return {
-            "grpc": self.grpc_port,
-            "http": self.http_port,
-            "rocketmq": self.rocketmq_port,
-            "kafka": self.kafka_port,
-            "namesrv": self.namesrv_port,
-            "remoting": self.remoting_port,
-        }
+    def _front_ends(self, pull_ports: list[int]) -> list[tuple[str, FrontEnd]]:
+        """Every front end the settings ask for, by the name of its port setting (``grpc`` serves
+        on ``grpc_port``), in the order they start."""
+        settings = self.settings
+        faults = None if self.controls is None else self.controls.faults
+        servicer = BrokerServicer(
+            self.messaging,
+            self.transactions,
+            self.batches,
+            self.kafka_txns,
+            self.registry,
+            check_timeout=settings.check_timeout,
+            pull_ports=pull_ports,
+            faults=faults,
+        )
+        context = AdminContext(
+            settings=settings,
+            store=self.store,
+            messaging=self.messaging,
+            transactions=self.transactions,
+            registry=self.registry,
+            metrics=self.metrics,
+            clock=self.clock,
+            ports=self.ports,
+            kafka_groups=self.kafka_groups.views,
+            controls=self.controls,
+        )
+        front_ends: list[tuple[str, FrontEnd]] = [
+            ("grpc", GrpcFrontEnd(lambda address: create_server(servicer, address, auth_token=settings.auth_token,
+                                                                 tls=settings.tls, faults=faults))),
+            ("http", HttpFrontEnd(lambda host, port: create_http_server(create_app(context), host, port))),
+        ]  # fmt: skip
+        rocketmq = self._rocketmq_front_end()
+        if rocketmq is not None:
+            front_ends.append(("rocketmq", rocketmq))
+        front_ends.append(("kafka", self._kafka))
+        if settings.auth_token is None:  # RocketMQ's ACL signature is not checked yet: no open door
+            front_ends += [
+                ("remoting", RemotingServer("broker", self._remoting_broker.handlers(), self.metrics,
+                                            tls=self._tls_context)),
+                ("namesrv", RemotingServer("namesrv", self._names.handlers(), self.metrics, tls=self._tls_context)),
+            ]  # fmt: skip
+        return front_ends
 
-    async def _start_rocketmq(self) -> None:
-        """Serve the RocketMQ 5 protocol too, when its optional modules are installed."""
+    def _rocketmq_front_end(self) -> FrontEnd | None:
+        """The RocketMQ 5 front end, when its optional modules are installed."""
         from broker.rocketmq_api.protocol import ProtocolUnavailable
 
         try:
@@ -232,40 +214,60 @@ class Broker:
             from broker.rocketmq_api.servicer import RocketMQServicer
         except ProtocolUnavailable as exc:
             log.info("RocketMQ 5 front end off: %s", exc)
-            return
-        address = f"{self.settings.host}:{self.settings.rocketmq_port}"
-        self._rocketmq, port = create_rocketmq_server(
-            lambda port: RocketMQServicer(
-                self.messaging,
-                self.transactions,
-                self.registry,
-                advertised=self.settings.advertised_address,
-                bound=(self.settings.host, port),
-                max_body_bytes=self.settings.max_body_bytes,
-                check_timeout=self.settings.check_timeout,
-            ),
-            address,
-            auth_token=self.settings.auth_token,
-            tls=self.settings.tls,
+            return None
+        settings = self.settings
+        return GrpcFrontEnd(
+            lambda address: create_rocketmq_server(
+                lambda port: RocketMQServicer(
+                    self.messaging,
+                    self.transactions,
+                    self.registry,
+                    advertised=settings.advertised_address,
+                    bound=(settings.host, port),
+                    max_body_bytes=settings.max_body_bytes,
+                    check_timeout=settings.check_timeout,
+                ),
+                address,
+                auth_token=settings.auth_token,
+                tls=settings.tls,
+            )
         )
-        await self._rocketmq.start()
-        self.rocketmq_port = port
-        log.info("RocketMQ 5 front end (apache.rocketmq.v2) on %s:%d", self.settings.host, port)
+
+    def ports(self) -> dict[str, int]:
+        """The port each protocol serves (0: its front end is off)."""
+        return {name: self._bound.get(name, 0) for name in LABELS}
+
+    @property
+    def grpc_port(self) -> int:
+        return self._bound.get("grpc", 0)
+
+    @property
+    def http_port(self) -> int:
+        return self._bound.get("http", 0)
+
+    @property
+    def rocketmq_port(self) -> int:
+        return self._bound.get("rocketmq", 0)
+
+    @property
+    def kafka_port(self) -> int:
+        return self._bound.get("kafka", 0)
+
+    @property
+    def namesrv_port(self) -> int:
+        return self._bound.get("namesrv", 0)
+
+    @property
+    def remoting_port(self) -> int:
+        return self._bound.get("remoting", 0)
 
     async def stop(self, grace: float = 2.0) -> None:
         """Stop accepting calls, let in-flight ones finish, commit every write, close the store."""
-        if self._http is not None and self._http_task is not None:
-            self._http.should_exit = True
-            await asyncio.gather(self._http_task, return_exceptions=True)
-        await self._kafka.stop()
-        await self._namesrv.stop()
-        await self._remoting.stop()
+        for front_end in reversed(self._started):
+            await front_end.stop(grace)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        for server in (self._server, self._rocketmq):
-            if server is not None:
-                await server.stop(grace)
         await self.pull_processes.stop()
         self.store.close()
         log.info("halfmq broker stopped")

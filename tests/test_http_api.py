@@ -37,7 +37,8 @@ def assert_error(response: httpx.Response, status: int, code: str) -> None:
 
 def test_health_and_openapi_are_served(http, broker):
     ports = {"grpc": broker.broker.grpc_port, "http": broker.broker.http_port,
-             "rocketmq": broker.broker.rocketmq_port, "kafka": broker.broker.kafka_port}  # fmt: skip
+             "rocketmq": broker.broker.rocketmq_port, "kafka": broker.broker.kafka_port,
+             "namesrv": broker.broker.namesrv_port, "remoting": broker.broker.remoting_port}  # fmt: skip
     assert 0 not in ports.values()
     assert http.get("/healthz").json() == {
         "status": "ok", "pending_half_messages": 0, "producer_sessions": 0, "ports": ports

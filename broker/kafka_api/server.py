@@ -12,6 +12,7 @@ but ApiVersions, SaslHandshake and SaslAuthenticate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 import struct
@@ -44,14 +45,21 @@ class KafkaServer:
         self._tls = tls
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[Any]] = set()
+        self._answering = 0  # requests being answered, on every connection
+        self._idle = asyncio.Event()
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port, ssl=self._tls)
         return int(self._server.sockets[0].getsockname()[1])
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float) -> None:
+        """Stop listening; requests being answered get ``grace`` seconds, then connections close."""
         if self._server is not None:
             self._server.close()
+        if self._answering:
+            self._idle.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), grace)
         for task in self._connections:
             task.cancel()
         await asyncio.gather(*self._connections, return_exceptions=True)
@@ -70,7 +78,14 @@ class KafkaServer:
                 size = struct.unpack(">i", await reader.readexactly(4))[0]
                 if not HEADER.size <= size <= MAX_FRAME:
                     raise BadFrame(f"a request frame of {size} bytes")
-                reply = await self._answer(await reader.readexactly(size), connection)
+                frame = await reader.readexactly(size)
+                self._answering += 1
+                try:
+                    reply = await self._answer(frame, connection)
+                finally:
+                    self._answering -= 1
+                    if not self._answering:
+                        self._idle.set()
                 if reply is not None:
                     writer.write(reply)
                     await writer.drain()

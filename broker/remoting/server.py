@@ -68,21 +68,26 @@ class RemotingServer:
         self._metrics = metrics
         self._tls = tls
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._connections: set[asyncio.Task[Any]] = set()
+        self._requests: set[asyncio.Task[Any]] = set()
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(self._serve, host, port, ssl=self._tls)
         return int(self._server.sockets[0].getsockname()[1])
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float) -> None:
+        """Stop listening; requests being answered get ``grace`` seconds, then connections close."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
+        if self._requests:
+            await asyncio.wait(list(self._requests), timeout=grace)
+        tasks = self._connections | self._requests
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._track(asyncio.current_task())
+        _track(self._connections, asyncio.current_task())
         connection = Connection(writer)
         try:
             while True:
@@ -97,7 +102,7 @@ class RemotingServer:
                     await connection.send(command.answer(Response.SYSTEM_BUSY, busy))
                     continue
                 connection.in_flight += 1
-                self._track(asyncio.create_task(self._answer(command, connection)))
+                _track(self._requests, asyncio.create_task(self._answer(command, connection)))
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         except FrameError as exc:
@@ -131,7 +136,8 @@ class RemotingServer:
             with contextlib.suppress(ConnectionError):  # the client left: nobody to answer
                 await connection.send(reply)
 
-    def _track(self, task: asyncio.Task[Any] | None) -> None:
-        assert task is not None
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+
+def _track(tasks: set[asyncio.Task[Any]], task: asyncio.Task[Any] | None) -> None:
+    assert task is not None
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
