@@ -3,9 +3,12 @@ so ``app.Broker`` builds a list of them and serves each on its configured port."
 
 from __future__ import annotations
 
+import abc
 import asyncio
-from collections.abc import Callable
-from typing import Protocol
+import contextlib
+import ssl
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import grpc
 
@@ -61,3 +64,57 @@ class HttpFrontEnd:
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+class TcpFrontEnd(abc.ABC):
+    """A front end on an asyncio TCP (or TLS) socket: ``serve`` answers each connection, in a task
+    of its own, and marks each request it is answering with ``answering()``, so that ``stop``
+    gives those the grace period before it closes every connection."""
+
+    def __init__(self, *, tls: ssl.SSLContext | None) -> None:
+        self._tls = tls
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._answering = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._connected, host, port, ssl=self._tls)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def stop(self, grace: float) -> None:
+        if self._server is not None:
+            self._server.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), grace)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Cancel ``task`` (one answering a request) when the front end stops."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        self._answering += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._answering -= 1
+            if not self._answering:
+                self._idle.set()
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.track(task)
+        await self.serve(reader, writer)
+
+    @abc.abstractmethod
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Answer one connection until it closes."""

@@ -12,7 +12,6 @@ but ApiVersions, SaslHandshake and SaslAuthenticate.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import ssl
 import struct
@@ -21,6 +20,7 @@ from typing import Any
 from kafka import errors as kerr
 from kafka.protocol.api_key import ApiKey
 
+from broker.frontends import TcpFrontEnd
 from broker.kafka_api.handlers import REQUESTS, VERSIONS, Connection, KafkaApis
 from broker.metrics import Metrics
 
@@ -35,39 +35,16 @@ class BadFrame(Exception):
     """A frame that is no request: the connection closes."""
 
 
-class KafkaServer:
+class KafkaServer(TcpFrontEnd):
     def __init__(
         self, apis: KafkaApis, metrics: Metrics, *, auth_token: str | None, tls: ssl.SSLContext | None
     ) -> None:
+        super().__init__(tls=tls)
         self._apis = apis
         self._metrics = metrics
         self._auth_token = auth_token
-        self._tls = tls
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[Any]] = set()
-        self._answering = 0  # requests being answered, on every connection
-        self._idle = asyncio.Event()
 
-    async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port, ssl=self._tls)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def stop(self, grace: float) -> None:
-        """Stop listening; requests being answered get ``grace`` seconds, then connections close."""
-        if self._server is not None:
-            self._server.close()
-        if self._answering:
-            self._idle.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), grace)
-        for task in self._connections:
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername") or ("", 0)
         local = writer.get_extra_info("sockname") or ("", 0)
         connection = Connection(
@@ -79,13 +56,8 @@ class KafkaServer:
                 if not HEADER.size <= size <= MAX_FRAME:
                     raise BadFrame(f"a request frame of {size} bytes")
                 frame = await reader.readexactly(size)
-                self._answering += 1
-                try:
+                with self.answering():
                     reply = await self._answer(frame, connection)
-                finally:
-                    self._answering -= 1
-                    if not self._answering:
-                        self._idle.set()
                 if reply is not None:
                     writer.write(reply)
                     await writer.drain()
@@ -96,7 +68,6 @@ class KafkaServer:
         except Exception:
             log.exception("closing the Kafka connection of %s: answering failed", connection.client_host)
         finally:
-            self._connections.discard(task)
             writer.close()
 
     async def _answer(self, frame: bytes, connection: Connection) -> bytes | None:

@@ -16,9 +16,9 @@ import logging
 import ssl
 import struct
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from broker import errors
+from broker.frontends import TcpFrontEnd
 from broker.metrics import Metrics
 from broker.remoting.codes import Response
 from broker.remoting.frame import MAX_FRAME, Command, FrameError, decode, encode
@@ -57,37 +57,18 @@ class Connection:
 Handler = Callable[[Command, Connection], Awaitable[Command | None]]
 
 
-class RemotingServer:
+class RemotingServer(TcpFrontEnd):
     """Serves ``handlers`` (by request code) to every connection; ``name`` goes in logs and metrics."""
 
     def __init__(
         self, name: str, handlers: Mapping[int, Handler], metrics: Metrics, *, tls: ssl.SSLContext | None
     ) -> None:
+        super().__init__(tls=tls)
         self._name = name
         self._handlers = handlers
         self._metrics = metrics
-        self._tls = tls
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[Any]] = set()
-        self._requests: set[asyncio.Task[Any]] = set()
 
-    async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port, ssl=self._tls)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def stop(self, grace: float) -> None:
-        """Stop listening; requests being answered get ``grace`` seconds, then connections close."""
-        if self._server is not None:
-            self._server.close()
-        if self._requests:
-            await asyncio.wait(list(self._requests), timeout=grace)
-        tasks = self._connections | self._requests
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        _track(self._connections, asyncio.current_task())
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = Connection(writer)
         try:
             while True:
@@ -102,7 +83,7 @@ class RemotingServer:
                     await connection.send(command.answer(Response.SYSTEM_BUSY, busy))
                     continue
                 connection.in_flight += 1
-                _track(self._requests, asyncio.create_task(self._answer(command, connection)))
+                self.track(asyncio.create_task(self._answer(command, connection)))
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         except FrameError as exc:
@@ -116,6 +97,10 @@ class RemotingServer:
             writer.close()
 
     async def _answer(self, command: Command, connection: Connection) -> None:
+        with self.answering():
+            await self._reply(command, connection)
+
+    async def _reply(self, command: Command, connection: Connection) -> None:
         handler = self._handlers.get(command.code)
         try:
             if handler is None:
@@ -135,9 +120,3 @@ class RemotingServer:
         if reply is not None and not command.oneway:
             with contextlib.suppress(ConnectionError):  # the client left: nobody to answer
                 await connection.send(reply)
-
-
-def _track(tasks: set[asyncio.Task[Any]], task: asyncio.Task[Any] | None) -> None:
-    assert task is not None
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
