@@ -24,10 +24,11 @@
  * returns CONSUME_SUCCESS) records every key delivered, repeats kept.
  *
  * stdout is JSON lines: {"acked": n} every 10 acknowledged keys, {"all_acked": COUNT} once every
- * key is, then, after a line "stop" on stdin (or its end), once every committed key was delivered
- * (or 60 s passed): {"result": {...}} with the acknowledged attempts (key: message id), the failed
- * attempts (message ids), the keys delivered, the local state of each key, and the checks answered
- * (key: answers). The client logs to ~/logs/rocketmqlogs/rocketmq_client.log.
+ * key is acknowledged, then, after a line "stop" on stdin (or its end), once every committed key
+ * was delivered (or 60 s passed): {"result": {...}} with the acknowledged attempts (key: message
+ * id), the failed attempts (message ids), the keys delivered, the local state of each key, and
+ * the checks answered (key: what the attempt was and the answer). The client logs to
+ * ~/logs/rocketmqlogs/rocketmq_client.log.
  */
 
 import java.io.BufferedReader;
@@ -63,7 +64,7 @@ import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
 
 public class RmqClassicCrashJava {
     static final int THREADS = 64;
-    static final long RETRY_PAUSE = 200; // ms between a failed send and the next attempt
+    static final long RETRY_PAUSE = 500; // ms between a failed send and the next attempt
     static final long DELIVERY_WAIT = 60_000; // ms to wait, once stopped, for every committed key to be delivered
     static final long SETTLE = 2_000; // ms the consumer goes on once it has them: anything more shows
 
