@@ -19,6 +19,7 @@ from broker.remoting.frame import Command, Encoding, decode, encode
 from tests.support import BrokerThread, broker_settings
 
 SEND_V2, PULL, END, HEART_BEAT, CHECK, ROUTE = 310, 11, 37, 34, 39, 105
+SEND_BATCH, QUERY_OFFSET, CONSUMER_LIST, NOTIFY = 320, 14, 38, 40
 
 
 class Client:
@@ -214,3 +215,49 @@ def test_bad_frames_close_their_own_connection_only_and_change_nothing(broker, p
         assert send(served, "orders", 9, b"nowhere", UNIQ_KEY="S2").code == 13  # no queue 9: MESSAGE_ILLEGAL
     assert served.call(ROUTE, topic="orders").code in (0, 3)  # the connection still served
     assert tables(broker.broker.store.path) == before
+
+
+def test_a_consumer_group_s_members_are_listed_and_told_when_one_joins_or_leaves(broker):
+    def join(client_id: str) -> Client:
+        member = Client(broker.broker.remoting_port)
+        heartbeat = {"clientID": client_id, "producerDataSet": [], "consumerDataSet": [
+            {"groupName": "readers", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+             "subscriptionDataSet": [{"topic": "orders", "subString": "*"}]}]}  # fmt: skip
+        assert member.call(HEART_BEAT, json.dumps(heartbeat).encode()).code == 0
+        return member
+
+    first = join("c-1")
+    second = join("c-2")
+    notice = first.read()
+    assert (notice.code, notice.oneway, notice.fields) == (NOTIFY, True, {"consumerGroup": "readers"})
+    listed = first.call(CONSUMER_LIST, consumerGroup="readers")
+    assert json.loads(listed.body) == {"consumerIdList": ["c-1", "c-2"]}
+    second.sock.close()
+    assert first.read().code == NOTIFY  # the one left is told too
+    assert json.loads(first.call(CONSUMER_LIST, consumerGroup="readers").body) == {"consumerIdList": ["c-1"]}
+
+
+def test_a_batch_without_message_ids_is_stored_with_ids_the_broker_made(broker):
+    client = Client(broker.broker.remoting_port)
+    body = b""
+    for text in (b"b-0", b"b-1"):
+        props = properties(TAGS="batch").encode()
+        body += struct.pack(">iiiii", 20 + len(text) + 2 + len(props), 0, 0, 0, len(text)) + text
+        body += struct.pack(">h", len(props)) + props
+    sent = client.call(SEND_BATCH, body, a="app", b="orders", c="TBW102", d=4, e=1, f=0, g=0, h=0, i="", j=0,
+                       k="false", m="true")  # fmt: skip
+    assert sent.code == 0 and len(sent.fields["msgId"].split(",")) == 2
+    found = list(read_messages(pull(client, "orders", 1).body))
+    assert [m["body"] for m in found] == [b"b-0", b"b-1"]
+    assert len({m["properties"]["UNIQ_KEY"] for m in found}) == 2
+
+
+def test_a_new_group_reads_a_queue_from_0_only_once_the_queue_holds_a_message(broker):
+    client = Client(broker.broker.remoting_port)
+
+    def query() -> Command:
+        return client.call(QUERY_OFFSET, consumerGroup="new-group", topic="orders", queueId=3)
+
+    assert query().code == 22  # QUERY_NOT_FOUND in an empty queue, as RocketMQ's broker answers
+    send(client, "orders", 3, b"first", UNIQ_KEY="Q1")
+    assert (query().code, query().fields["offset"]) == (0, "0")

@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from broker.model import TransactionState
+from broker import model
+from broker.model import Resolution, TransactionState
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import (
@@ -237,3 +238,14 @@ def test_a_producer_with_an_invalid_group_is_refused_at_start(broker):
 def test_a_producer_without_a_broker_fails_to_start_with_broker_unavailable():
     with pytest.raises(BrokerUnavailable):
         TransactionProducer(group="g", broker="127.0.0.1:1", listener=ScriptedListener(), timeout=0.5).start()
+
+
+def test_a_check_answered_before_its_round_records_it_still_says_so_on_the_committed_message(broker, tmp_path):
+    """A producer may answer a check within a millisecond, before the round that sent it has
+    counted it: the committed copy still carries TRANSACTION_CHECK_TIMES, as RocketMQ's does."""
+    service = broker.broker.transactions
+    message = model.Message(topic="orders", body=b"fast", message_id="fast-answer-1")
+    txn = broker.run(service.prepare(message, "orders-svc"))
+    broker.run(service.answer_check(txn.transaction_id, "orders-svc", Resolution.COMMIT))
+    (committed,) = broker.run(broker.broker.messaging.pull("orders", txn.queue_id, 0, 10)).messages
+    assert committed.properties["TRANSACTION_CHECK_TIMES"] == "1"

@@ -23,7 +23,7 @@ from broker.messaging import MessagingService
 from broker.model import MAX_PULL, Resolution, Source, StoredMessage
 from broker.remoting import messages
 from broker.remoting.codes import Request, Response
-from broker.remoting.frame import Command
+from broker.remoting.frame import ONEWAY, Command
 from broker.remoting.namesrv import AUTO_CREATE_TOPIC, BROKER_NAME
 from broker.remoting.server import Connection, Handler
 from broker.remoting.session import RemotingSession
@@ -61,6 +61,7 @@ class RemotingBroker:
         self._check_timeout = check_timeout
         self._sessions: dict[tuple[Connection, str], RemotingSession] = {}
         self._consumers: dict[str, dict[Connection, str]] = {}  # group: the client id on each connection
+        self._notices: set[asyncio.Task[None]] = set()  # being written, held until they are
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -193,13 +194,32 @@ class RemotingBroker:
             if connection not in members:
                 members[connection] = client_id
                 connection.on_close.append(functools.partial(self._leave, group, connection))
+                self._notify(group)
         return request.answer(Response.SUCCESS)
 
     def _leave(self, group: str, connection: Connection) -> None:
         members = self._consumers.get(group, {})
-        members.pop(connection, None)
-        if not members:
+        if members.pop(connection, None) is None:
+            return
+        if members:
+            self._notify(group)
+        else:
             self._consumers.pop(group, None)
+
+    def _notify(self, group: str) -> None:
+        """Tell the group's members its membership changed (one way, as RocketMQ's broker does), so
+        they rebalance now rather than at their next periodic rebalance."""
+        for member in self._consumers.get(group, {}):
+            notice = Command(code=Request.NOTIFY_CONSUMER_IDS_CHANGED, flag=ONEWAY, fields={"consumerGroup": group})
+            task = asyncio.create_task(member.send(notice))
+            self._notices.add(task)
+            task.add_done_callback(self._sent_notice)
+
+    def _sent_notice(self, task: asyncio.Task[None]) -> None:
+        """A notice written, or not: a member whose connection closed meanwhile needs none."""
+        self._notices.discard(task)
+        if not task.cancelled():
+            task.exception()
 
     def _open_session(self, group: str, client_id: str, connection: Connection) -> None:
         session = RemotingSession(group, client_id, connection, store_host=self._store_host(connection),
@@ -268,17 +288,18 @@ class RemotingBroker:
 
     async def query_offset(self, request: Command, connection: Connection) -> Command:
         """The group's committed offset of the queue. With none, RocketMQ's broker answers 0 for a
-        queue that still holds its first message (unless asked not to), else QUERY_NOT_FOUND."""
+        queue that still holds its first message (unless asked not to), else (an empty queue
+        too) QUERY_NOT_FOUND."""
         fields = request.fields
         try:
             topic, queue_id = fields.get("topic", ""), int(fields.get("queueId", "-1"))
             committed = await self._messaging.consumer_offsets(fields.get("consumerGroup", ""), topic)
-            low, _ = (await self._messaging.queue_offsets(topic)).get(queue_id, (-1, -1))
+            low, high = (await self._messaging.queue_offsets(topic)).get(queue_id, (-1, -1))
         except (errors.HalfmqError, ValueError) as exc:
             return request.answer(Response.SYSTEM_ERROR, str(exc))
         if queue_id in committed:
             return request.answer(Response.SUCCESS, offset=committed[queue_id])
-        if low == 0 and fields.get("setZeroIfNotFound") != "false":
+        if low == 0 < high and fields.get("setZeroIfNotFound") != "false":
             return request.answer(Response.SUCCESS, offset=0)
         return request.answer(Response.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+import uuid
 import zlib
 from collections.abc import Iterator, Mapping
 
@@ -72,7 +73,8 @@ def to_core(
     return Message(
         topic=topic,
         body=body,
-        message_id=properties.get(UNIQ_KEY, ""),
+        # RocketMQ's broker makes an id for a message sent without one (the Go client's batches)
+        message_id=properties.get(UNIQ_KEY) or uuid.uuid4().hex.upper(),
         keys=tuple(k for k in properties.get(KEYS, "").split(KEY_SEPARATOR) if k),
         tags=properties.get(TAGS, ""),
         properties={k: v for k, v in properties.items() if k not in SYSTEM and k not in (KEYS, TAGS, UNIQ_KEY)},

@@ -20,6 +20,7 @@ from broker.model import (
     CheckRecord,
     EndResult,
     Message,
+    Source,
     StoredMessage,
     Transaction,
     TransactionState,
@@ -182,7 +183,10 @@ class TransactionStore(StoreBase):
         if not txn.state.transition(target):
             return EndResult(state=txn.state, already_resolved=True, half_stored_at=txn.half_stored_at)
         if target is TransactionState.COMMITTED:  # a checked one says how often, as in RocketMQ
-            checked = {"TRANSACTION_CHECK_TIMES": str(txn.check_times)} if txn.check_times else {}
+            # An answer can come before its round records the check it answers (a producer that
+            # answers within a millisecond): that check counts, as RocketMQ counts it before sending.
+            times = max(txn.check_times, 1) if source == Source.CHECK.value else txn.check_times
+            checked = {"TRANSACTION_CHECK_TIMES": str(times)} if times else {}
             writes.copies.append((txn, txn.topic, txn.queue_id, checked))
         elif target is TransactionState.DISCARDED and not txn.resumes:  # discarded once: one copy kept
             extra = {"REAL_TOPIC": txn.topic, "TRANSACTION_CHECK_TIMES": str(txn.check_times)}

@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from halfmq_peers import kafka, rocketmq
-from tests import test_conformance_kafka, test_conformance_rocketmq, test_conformance_rocketmq_classic
+from tests import (
+    test_conformance_kafka,
+    test_conformance_rocketmq,
+    test_conformance_rocketmq_classic,
+    test_conformance_rocketmq_go,
+)
 from tests.conformance.judge import departures
 
 BROKERS = {
@@ -30,6 +35,7 @@ INSTALLED = {
     "nodejs": test_conformance_rocketmq.NODEJS_CLIENT.replace("@", " "),
     "java": test_conformance_rocketmq.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
     "rocketmq-client": test_conformance_rocketmq_classic.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
+    "rocketmq-client-go": test_conformance_rocketmq_go.GO_CLIENT,
 }
 
 

@@ -1,0 +1,80 @@
+"""RocketMQ's classic (remoting) Go client judges halfmq: each scenario of
+conformance/programs/rmq_classic_go runs against halfmq's name server and against Apache
+RocketMQ's (the ``rocketmq_peer`` fixture, started once per run), and the two outcomes must agree
+field by field, or differ only where tests/conformance/departures.toml says why (protocol
+``rocketmq-classic``, as for the classic Java client, whose scenarios and fields these are).
+
+The client, github.com/apache/rocketmq-client-go/v2 at the version the program's go.mod names, is
+fetched from the Go module proxy into Go's module cache (kept between runs), and the program is
+built once per run. Go is needed: without it the test fails.
+
+Both brokers are set alike, as in test_conformance_rocketmq.py (its ``alike``), and each
+scenario's topics are created on both before it runs; a remoting client's producer and consumer
+groups need no creating."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from halfmq_testing import EmbeddedBroker
+from halfmq_testing.peers import RunningPeer
+from tests.conformance.judge import judge_program
+from tests.test_conformance_rocketmq import Client, alike, needs, prepare_halfmq, prepare_peer
+
+# A cold build fetches the client and its dependencies and compiles them on two busy cores.
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
+
+PROGRAM = Path(__file__).resolve().parent / "conformance" / "programs" / "rmq_classic_go"
+GO_MODULE = "github.com/apache/rocketmq-client-go/v2"
+SCENARIOS = ["quickstart", "transaction"]
+BUILD_TIMEOUT = 600  # seconds
+
+
+def go_client() -> str:
+    """The client's module and version as the program's go.mod requires it: what the Go module
+    proxy gives as its newest, a commit of the default branch (the last tag, v2.1.2, is of 2023)."""
+    found = re.search(rf"^(?:require)?\s*{re.escape(GO_MODULE)} (\S+)", (PROGRAM / "go.mod").read_text(), re.M)
+    assert found is not None, f"{PROGRAM / 'go.mod'} requires no {GO_MODULE}"
+    return f"{GO_MODULE} {found[1]}"
+
+
+GO_CLIENT = go_client()
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Client:
+    """The scenario program, built for this run; its modules come from Go's module cache."""
+    go = shutil.which("go")
+    assert go is not None, "the Go client's conformance program needs Go (go on PATH) to build"
+    binary = tmp_path_factory.mktemp("rmq-classic-go") / "rmq_classic_go"
+    built = subprocess.run(
+        [go, "build", "-buildvcs=false", "-o", str(binary), "."],
+        cwd=PROGRAM, capture_output=True, text=True, timeout=BUILD_TIMEOUT,
+    )  # fmt: skip
+    assert built.returncode == 0, f"go build failed:\n{built.stderr[-4000:]}"
+    return Client("rocketmq-client-go", [str(binary)])
+
+
+@pytest.fixture(scope="module")
+def halfmq_classic(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(data_dir=tmp_path_factory.mktemp("conformance-go"), flags=alike(pytestconfig)) as broker:
+        yield broker
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_scenario_s_outcome_is_the_real_rocketmq_s(
+    client: Client, scenario: str, halfmq_classic: EmbeddedBroker, rocketmq_peer: RunningPeer
+) -> None:
+    prefix = f"{scenario}-{uuid.uuid4().hex[:8]}"
+    plan = needs(client, prefix, scenario)
+    prepare_halfmq(halfmq_classic, plan)
+    prepare_peer(rocketmq_peer.endpoints, plan)
+    judge_program("rocketmq-classic", scenario, client.name, client.command, prefix, halfmq_classic.namesrv_endpoint,
+                  rocketmq_peer.endpoints["namesrv"])  # fmt: skip
