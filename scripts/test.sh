@@ -6,7 +6,7 @@ source "$(dirname "$0")/venv.sh" dev,spark,rocketmq
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
-pytest=(.venv/bin/python -m pytest -q -n auto --dist loadfile)
+pytest=(.venv/bin/python -m pytest -q -n auto --dist loadfile --durations=25)
 if [ $# -gt 0 ]; then
   exec "${pytest[@]}" "$@"
 fi
