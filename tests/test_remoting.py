@@ -137,6 +137,27 @@ def test_a_sent_message_is_pulled_back_with_its_keys_tags_properties_and_offset_
     assert pull(client, "orders", 2, offset=9).code == 21  # PULL_OFFSET_MOVED past it
 
 
+def test_a_pull_from_below_what_retention_kept_is_moved_to_the_queue_s_low_offset(tmp_path, clock):
+    broker = BrokerThread(broker_settings(tmp_path / "data", retention=60), clock)
+    try:
+        client = Client(broker.broker.remoting_port)
+        for n in range(3):
+            assert send(client, "orders", 1, b"old", UNIQ_KEY=f"OLD{n}").code == 0
+        clock.advance(61)
+        assert send(client, "orders", 1, b"new", UNIQ_KEY="NEW").code == 0
+        assert broker.run(broker.broker.retention.sweep()).messages == 3
+        moved = pull(client, "orders", 1, offset=1)
+        assert moved.code == 21  # PULL_OFFSET_MOVED
+        assert (moved.fields["nextBeginOffset"], moved.fields["minOffset"], moved.fields["maxOffset"]) == (
+            "3",
+            "3",
+            "4",
+        )
+        assert [m["body"] for m in read_messages(pull(client, "orders", 1, offset=3).body)] == [b"new"]
+    finally:
+        broker.stop()
+
+
 def test_a_topic_a_producer_names_first_is_created_with_the_queues_it_asks_for(broker):
     client = Client(broker.broker.remoting_port)
     assert send(client, "fresh", 1, b"x", UNIQ_KEY="F1").code == 0

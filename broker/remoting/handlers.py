@@ -80,10 +80,6 @@ class RemotingBroker:
             Request.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
         }
 
-    @staticmethod
-    def _store_host(connection: Connection) -> tuple[str, int]:
-        return connection.local
-
     async def send(self, request: Command, connection: Connection) -> Command:
         fields = request.fields
         if request.code != Request.SEND_MESSAGE:  # V2's one-letter names: batches are sent with them too
@@ -131,7 +127,7 @@ class RemotingBroker:
     ) -> Command:  # fmt: skip
         """SUCCESS with where the ``count`` messages sent went, each named by an offset message id.
         A delayed message is placed when due, so its offset is -1, as halfmq's other front ends say."""
-        store_host = self._store_host(connection)
+        store_host = connection.local
         offset_ids = ",".join(
             messages.message_id(store_host, messages.position(queue_id, queue_offset + i)) for i in range(count)
         )
@@ -222,7 +218,7 @@ class RemotingBroker:
             task.exception()
 
     def _open_session(self, group: str, client_id: str, connection: Connection) -> None:
-        session = RemotingSession(group, client_id, connection, store_host=self._store_host(connection),
+        session = RemotingSession(group, client_id, connection, store_host=connection.local,
                                   broker_name=BROKER_NAME, write_timeout=self._check_timeout)  # fmt: skip
         writer = asyncio.create_task(session.outbox.run())
         self._sessions[(connection, group)] = session
@@ -249,7 +245,8 @@ class RemotingBroker:
         try:
             group, topic = fields["consumerGroup"], fields["topic"]
             queue_id, offset = int(fields["queueId"]), int(fields["queueOffset"])
-            most, flags = int(fields.get("maxMsgNums", "32")), int(fields.get("sysFlag", "0"))
+            most = max(1, min(int(fields.get("maxMsgNums", "32")), MAX_PULL))
+            flags = int(fields.get("sysFlag", "0"))
             suspend_ms = int(fields.get("suspendTimeoutMillis", "0"))
         except (KeyError, ValueError) as exc:
             return request.answer(Response.SYSTEM_ERROR, f"a pull header without a valid {exc}")
@@ -260,16 +257,16 @@ class RemotingBroker:
         try:
             if flags & PULL_COMMIT_OFFSET and int(fields.get("commitOffset", "-1")) >= 0:
                 await self._messaging.commit_consumer_offset(group, topic, queue_id, int(fields["commitOffset"]))
-            low, high = (await self._messaging.queue_offsets(topic)).get(queue_id, (0, 0))
-            moved = _moved(offset, low, high)
-            if moved is not None:
-                return request.answer(Response.PULL_OFFSET_MOVED, "OFFSET_MOVED", suggestWhichBrokerId=0,
-                                      nextBeginOffset=moved, minOffset=low, maxOffset=high)  # fmt: skip
-            while True:
-                pulled = await self._messaging.pull(topic, queue_id, offset, max(1, min(most, MAX_PULL)))
-                if pulled.messages or time.monotonic() + _POLL >= deadline:
-                    break
+            try:
+                pulled = await self._messaging.pull(topic, queue_id, offset, most)
+            except errors.OffsetOutOfRange:  # below the queue's low offset: retention deleted it
+                low, high = (await self._messaging.queue_offsets(topic)).get(queue_id, (0, 0))
+                return _offset_moved(request, offset, low, high)
+            if _moved(offset, pulled.min_offset, pulled.max_offset) is not None:
+                return _offset_moved(request, offset, pulled.min_offset, pulled.max_offset)
+            while not pulled.messages and time.monotonic() + _POLL < deadline:
                 await asyncio.sleep(_POLL)
+                pulled = await self._messaging.pull(topic, queue_id, offset, most)
         except errors.HalfmqError as exc:
             return request.answer(code_of(exc), str(exc))
         kept = [m for m in pulled.messages if tags is None or m.tags in tags]
@@ -284,7 +281,7 @@ class RemotingBroker:
 
     def _encode(self, message: StoredMessage, connection: Connection) -> bytes:
         properties = {**message.properties, **added_by_broker(message), **messages.system_properties(message)}
-        return messages.encode(message, store_host=self._store_host(connection), properties=properties)
+        return messages.encode(message, store_host=connection.local, properties=properties)
 
     async def query_offset(self, request: Command, connection: Connection) -> Command:
         """The group's committed offset of the queue. With none, RocketMQ's broker answers 0 for a
@@ -336,6 +333,11 @@ class RemotingBroker:
         if not members:
             return request.answer(Response.SYSTEM_ERROR, f"no consumer of group {request.fields.get('consumerGroup')}")
         return request.answer(Response.SUCCESS, body=json.dumps({"consumerIdList": members}).encode())
+
+
+def _offset_moved(request: Command, offset: int, low: int, high: int) -> Command:
+    return request.answer(Response.PULL_OFFSET_MOVED, "OFFSET_MOVED", suggestWhichBrokerId=0,
+                          nextBeginOffset=_moved(offset, low, high), minOffset=low, maxOffset=high)  # fmt: skip
 
 
 def _moved(offset: int, low: int, high: int) -> int | None:

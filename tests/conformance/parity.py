@@ -13,12 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from halfmq_peers import kafka, rocketmq
-from tests import (
-    test_conformance_kafka,
-    test_conformance_rocketmq,
-    test_conformance_rocketmq_classic,
-    test_conformance_rocketmq_go,
-)
+from tests import test_conformance_kafka, test_conformance_rocketmq, test_conformance_rocketmq_classic
 from tests.conformance.judge import departures
 
 BROKERS = {
@@ -35,7 +30,7 @@ INSTALLED = {
     "nodejs": test_conformance_rocketmq.NODEJS_CLIENT.replace("@", " "),
     "java": test_conformance_rocketmq.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
     "rocketmq-client": test_conformance_rocketmq_classic.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
-    "rocketmq-client-go": test_conformance_rocketmq_go.GO_CLIENT,
+    "rocketmq-client-go": test_conformance_rocketmq_classic.GO_CLIENT,
 }
 
 
