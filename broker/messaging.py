@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import uuid
 from collections.abc import Callable, Sequence
 from typing import cast
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.columns import MessageColumns, check_columns
 from broker.delays import DelayService, due_of
-from broker.errors import HalfmqError, InvalidArgument
+from broker.errors import HalfmqError, InvalidArgument, TopicExists
 from broker.model import (
     MAX_PULL,
     MAX_QUEUES,
@@ -22,6 +24,7 @@ from broker.model import (
     MessageType,
     Placement,
     QueueColumns,
+    StoredMessage,
     Topic,
     check_data_topic,
     check_message,
@@ -33,7 +36,14 @@ from broker.model import (
     type_of,
 )
 from broker.pulls import PullService
-from broker.retry import FIFO_BACKOFF, ROCKETMQ_BACKOFF, RetryPolicy
+from broker.retry import (
+    FIFO_BACKOFF,
+    ROCKETMQ_BACKOFF,
+    RetryPolicy,
+    dead_letter_topic,
+    retry_topic,
+    sent_back_properties,
+)
 from broker.store import Store
 from broker.store.deliveries import Delivery
 
@@ -288,6 +298,24 @@ class MessagingService(PullService):
         check_name("consumer group", group)
         self._policy(max_attempts, backoff, fifo)  # checks both
         await self._store.set_retry_policy(group, max_attempts, backoff, fifo)
+
+    async def send_back(self, group: str, message: StoredMessage, attempts: int, delay: float | None) -> Placement:
+        """Give ``group`` a message it failed, after its ``attempts``-th delivery: a copy through
+        its retry topic, due ``delay`` seconds from now, or with ``delay`` None, to its dead-letter
+        topic. Either topic is created, with one queue, on first use. Raises InvalidArgument."""
+        check_name("consumer group", group)
+        topic = retry_topic(group) if delay is not None else dead_letter_topic(group)
+        await self.create_group_topic(topic)
+        copy = Message(
+            topic, message.body, uuid.uuid4().hex, message.keys, message.tags, sent_back_properties(message, attempts),
+            message.born_timestamp, None if delay is None else to_ms(self._clock()) + round(delay * 1000), queue_id=0,
+        )  # fmt: skip
+        return (await self.send([copy]))[0]
+
+    async def create_group_topic(self, topic: str) -> None:
+        """Create a group's retry or dead-letter topic, one queue, unless it exists."""
+        with contextlib.suppress(TopicExists):
+            await self.create_topic(topic, 1)
 
     async def forward_to_dead_letters(self, group: str, topic: str, receipt_handle: str) -> None:
         """Move a received message to ``group``'s dead-letter topic now. Raises StaleReceiptHandle."""

@@ -2,7 +2,11 @@
 most ``max_attempts`` times (RocketMQ's default: 16 retries after the first delivery), a consumer
 that fails it waits ``backoff[n]`` before the next delivery, and one delivered that many times
 and still not acknowledged goes to the group's dead-letter topic ``%DLQ%<group>``, a real topic
-every reader can read, carrying where it came from in its properties."""
+every reader can read, carrying where it came from in its properties.
+
+A group that reads by offset (RocketMQ's classic consumers) gets a message again through its
+retry topic ``%RETRY%<group>`` instead: a copy sent back there, due later, whose properties name
+where it came from as a dead letter's do."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from broker.errors import InvalidArgument
-from broker.model import DLQ_PREFIX
+from broker.model import DLQ_PREFIX, RESERVED_PROPERTIES, StoredMessage
 
 # The properties of a dead letter: its topic (RocketMQ's name for it), its message id there, and
 # how many times it was delivered to the group.
@@ -41,8 +45,29 @@ class RetryPolicy:
             raise InvalidArgument(f"a backoff is 1 to 64 steps, each in (0, {MAX_BACKOFF:.0f}] seconds")
 
 
+RETRY_PREFIX = "%RETRY%"
+
+
 def dead_letter_topic(group: str) -> str:
     return f"{DLQ_PREFIX}{group}"
+
+
+def retry_topic(group: str) -> str:
+    return f"{RETRY_PREFIX}{group}"
+
+
+def origin_of(message: StoredMessage) -> tuple[str, str]:
+    """The topic and message id a message was first sent with: its own, or, for a copy sent back
+    for a retry or as a dead letter, those its properties name."""
+    properties = message.properties
+    return properties.get(ORIGIN_TOPIC, message.topic), properties.get(ORIGIN_MESSAGE_ID, message.message_id)
+
+
+def sent_back_properties(message: StoredMessage, attempts: int) -> dict[str, str]:
+    """The properties of a copy of ``message`` sent back after ``attempts`` deliveries: its own,
+    but those only the broker sets, and where it came from."""
+    own = {k: v for k, v in message.properties.items() if k not in RESERVED_PROPERTIES}
+    return dead_letter_properties(own, *origin_of(message), attempts)
 
 
 def dead_letter_properties(properties: Mapping[str, str], topic: str, message_id: str, attempts: int) -> dict[str, str]:

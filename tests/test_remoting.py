@@ -19,7 +19,7 @@ from broker.remoting.frame import Command, Encoding, decode, encode
 from tests.support import BrokerThread, broker_settings
 
 SEND_V2, PULL, END, HEART_BEAT, CHECK, ROUTE = 310, 11, 37, 34, 39, 105
-SEND_BATCH, QUERY_OFFSET, CONSUMER_LIST, NOTIFY = 320, 14, 38, 40
+SEND_BATCH, QUERY_OFFSET, CONSUMER_LIST, NOTIFY, SEND_BACK = 320, 14, 38, 40, 36
 
 
 class Client:
@@ -71,6 +71,7 @@ def read_messages(body: bytes) -> Iterator[dict[str, Any]]:
         assert magic == -626843481
         cursor = at + 48 + 8 + 8 + 8 + 4 + 8
         store_host = body[at + 48 + 16 : at + 48 + 24]
+        (reconsume_times,) = struct.unpack_from(">i", body, at + 48 + 24)
         (length,) = struct.unpack_from(">i", body, cursor)
         payload = body[cursor + 4 : cursor + 4 + length]
         cursor += 4 + length
@@ -83,7 +84,8 @@ def read_messages(body: bytes) -> Iterator[dict[str, Any]]:
         yield {
             "topic": topic, "queue_id": queue_id, "queue_offset": queue_offset, "body": payload,
             "properties": dict(p.split("\x01") for p in props.split("\x02") if p), "sys_flag": sys_flag,
-            "msg_id": (store_host + struct.pack(">q", physical)).hex().upper(),
+            "msg_id": (store_host + struct.pack(">q", physical)).hex().upper(), "reconsume_times": reconsume_times,
+            "physical": physical,
         }  # fmt: skip
         at += size
 
@@ -282,3 +284,37 @@ def test_a_new_group_reads_a_queue_from_0_only_once_the_queue_holds_a_message(br
     assert query().code == 22  # QUERY_NOT_FOUND in an empty queue, as RocketMQ's broker answers
     send(client, "orders", 3, b"first", UNIQ_KEY="Q1")
     assert (query().code, query().fields["offset"]) == (0, "0")
+
+
+def test_a_failed_message_sent_back_comes_again_through_the_group_s_retry_topic_then_goes_to_its_dead_letters(broker):
+    client = Client(broker.broker.remoting_port)
+    heartbeat = {"clientID": "c-1", "producerDataSet": [], "consumerDataSet": [
+        {"groupName": "readers", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+         "subscriptionDataSet": [{"topic": "orders", "subString": "*"}]}]}  # fmt: skip
+    assert client.call(HEART_BEAT, json.dumps(heartbeat).encode()).code == 0
+    names = Client(broker.broker.namesrv_port)
+    retry = json.loads(names.call(ROUTE, topic="%RETRY%readers").body)  # made at the group's first heartbeat
+    assert retry["queueDatas"][0]["readQueueNums"] == 1
+    assert send(client, "orders", 1, b"o-1", UNIQ_KEY="ID1", KEYS="o-1", TAGS="created", region="eu").code == 0
+    (first,) = read_messages(pull(client, "orders", 1).body)
+
+    def send_back(message: dict[str, Any], delay_level: int, most: int) -> Command:
+        return client.call(SEND_BACK, offset=message["physical"], group="readers", delayLevel=delay_level,
+                           originMsgId=message["properties"]["UNIQ_KEY"], originTopic="orders", unitMode="false",
+                           maxReconsumeTimes=most)  # fmt: skip
+
+    assert send_back(first, 1, 2).code == 0  # delay level 1: a second
+    assert pull(client, "%RETRY%readers", 0).code == 19  # not due yet
+    time.sleep(1.5)
+    (again,) = read_messages(pull(client, "%RETRY%readers", 0).body)
+    assert (again["body"], again["reconsume_times"]) == (b"o-1", 1)
+    assert again["properties"].pop("TIMER_DELIVER_MS")  # when it was due, as any delayed message says
+    assert again["properties"] == {"UNIQ_KEY": "ID1", "KEYS": "o-1", "TAGS": "created", "region": "eu",
+                                   "RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": "ID1"}  # fmt: skip
+    assert send_back(again, 1, 1).code == 0  # consumed again once, as often as allowed: a dead letter
+    (letter,) = read_messages(pull(client, "%DLQ%readers", 0).body)
+    assert (letter["body"], letter["reconsume_times"], letter["properties"]["UNIQ_KEY"]) == (b"o-1", 2, "ID1")
+    assert letter["properties"]["RETRY_TOPIC"] == "orders"
+    unknown = client.call(SEND_BACK, offset=first["physical"], group="readers", delayLevel=0, originMsgId="NOPE",
+                          originTopic="orders")  # fmt: skip
+    assert unknown.code == 1 and "look message by offset failed" in unknown.remark

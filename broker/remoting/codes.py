@@ -15,6 +15,7 @@ class Request(IntEnum):
     GET_MIN_OFFSET = 31
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
+    CONSUMER_SEND_MSG_BACK = 36
     END_TRANSACTION = 37
     GET_CONSUMER_LIST_BY_GROUP = 38
     CHECK_TRANSACTION_STATE = 39  # broker to producer, one way

@@ -5,6 +5,13 @@ A producer's heartbeat registers each of its producer groups as a check session 
 connection it came over; checks then go down that connection as one-way
 CHECK_TRANSACTION_STATE requests, and the producer answers with a one-way END_TRANSACTION.
 RocketMQ names a transaction by its message id (``UNIQ_KEY``), and so does this front end.
+
+A consumer that fails a message sends it back (CONSUMER_SEND_MSG_BACK): a copy goes to the
+group's retry topic, due after the delay level asked for (else level 3 plus the times it was
+consumed again, as RocketMQ's broker does), or to its dead-letter topic once it was consumed
+again as often as the consumer allows (its ``maxReconsumeTimes``, else the group's retry policy).
+A consumer group's retry topic is made at its first heartbeat, as RocketMQ's broker makes it,
+so its members subscribe to it.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from broker.remoting.namesrv import AUTO_CREATE_TOPIC, BROKER_NAME
 from broker.remoting.server import Connection, Handler
 from broker.remoting.session import RemotingSession
 from broker.remoting.status import code_of
+from broker.retry import DELIVERY_ATTEMPTS, origin_of, retry_topic
+from broker.rocketmq.delays import DELAY_LEVELS
 from broker.rocketmq.filters import tags_of
 from broker.rocketmq.properties import added_by_broker
 from broker.transaction.registry import ProducerRegistry
@@ -71,6 +80,7 @@ class RemotingBroker:
             Request.END_TRANSACTION: self.end_transaction,
             Request.HEART_BEAT: self.heartbeat,
             Request.UNREGISTER_CLIENT: self.unregister,
+            Request.CONSUMER_SEND_MSG_BACK: self.send_back,
             Request.PULL_MESSAGE: self.pull,
             Request.LITE_PULL_MESSAGE: self.pull,
             Request.QUERY_CONSUMER_OFFSET: self.query_offset,
@@ -186,6 +196,11 @@ class RemotingBroker:
             if (connection, group) not in self._sessions:
                 self._open_session(group, client_id, connection)
         for group in consumers:
+            if group not in self._consumers:
+                try:
+                    await self._messaging.create_group_topic(retry_topic(group))
+                except errors.HalfmqError as exc:
+                    return request.answer(code_of(exc), str(exc))
             members = self._consumers.setdefault(group, {})
             if connection not in members:
                 members[connection] = client_id
@@ -280,8 +295,49 @@ class RemotingBroker:
         return request.answer(Response.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", **ranges)
 
     def _encode(self, message: StoredMessage, connection: Connection) -> bytes:
+        """A pulled message as RocketMQ's store holds it; a copy sent back carries how many
+        times it was consumed again in its own field, and its first message id."""
         properties = {**message.properties, **added_by_broker(message), **messages.system_properties(message)}
-        return messages.encode(message, store_host=connection.local, properties=properties)
+        reconsumed = int(properties.pop(DELIVERY_ATTEMPTS, "0"))
+        properties[messages.UNIQ_KEY] = origin_of(message)[1]
+        return messages.encode(message, store_host=connection.local, properties=properties, reconsume_times=reconsumed)
+
+    async def send_back(self, request: Command, connection: Connection) -> Command:
+        """Retry a message the consumer failed later, or dead-letter it, as RocketMQ's broker does
+        (``AbstractSendMessageProcessor.consumerSendMsgBack``)."""
+        fields = request.fields
+        try:
+            group, origin_id = fields["group"], fields.get("originMsgId", "")
+            offset, level = int(fields["offset"]), int(fields.get("delayLevel", "0"))
+            most = int(fields["maxReconsumeTimes"]) if fields.get("maxReconsumeTimes") else None
+        except (KeyError, ValueError) as exc:
+            return request.answer(Response.SYSTEM_ERROR, f"a send-back header without a valid {exc}")
+        try:
+            message = await self._consumed(group, fields.get("originTopic", ""), offset, origin_id)
+            if message is None:
+                return request.answer(Response.SYSTEM_ERROR, f"look message by offset failed, {offset}")
+            if most is None:
+                most = (await self._messaging.retry_policy(group)).max_attempts - 1
+            reconsumed = int(message.properties.get(DELIVERY_ATTEMPTS, "0"))
+            delay = None
+            if reconsumed < most and level >= 0:
+                delay = DELAY_LEVELS[min(level or 3 + reconsumed, len(DELAY_LEVELS)) - 1]
+            await self._messaging.send_back(group, message, reconsumed + 1, delay)
+        except errors.HalfmqError as exc:
+            return request.answer(code_of(exc), str(exc))
+        return request.answer(Response.SUCCESS)
+
+    async def _consumed(self, group: str, origin_topic: str, offset: int, origin_id: str) -> StoredMessage | None:
+        """The message a consumer of ``group`` read at ``offset`` (its position): in the topic it
+        was sent to, or in the group's retry topic, the one whose first message id is
+        ``origin_id``."""
+        queue_id, queue_offset = messages.place(offset)
+        for topic in (origin_topic, retry_topic(group)):
+            with contextlib.suppress(errors.TopicNotFound, errors.OffsetOutOfRange, errors.InvalidArgument):
+                found = (await self._messaging.pull(topic, queue_id, queue_offset, 1)).messages
+                if found and found[0].queue_offset == queue_offset and origin_of(found[0])[1] == origin_id:
+                    return found[0]
+        return None
 
     async def query_offset(self, request: Command, connection: Connection) -> Command:
         """The group's committed offset of the queue. With none, RocketMQ's broker answers 0 for a

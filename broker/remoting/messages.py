@@ -143,10 +143,18 @@ def message_id(store_host: tuple[str, int], offset: int) -> str:
     return (address_bytes(store_host) + struct.pack(">q", offset)).hex().upper()
 
 
+_PLACE_BITS = 48
+
+
 def position(queue_id: int, queue_offset: int) -> int:
     """The offset a message's ids name: its queue (high 16 bits) and its place there. RocketMQ
     names a place in its commit log; halfmq's queues are apart, so it names the queue."""
-    return queue_id << 48 | queue_offset
+    return queue_id << _PLACE_BITS | queue_offset
+
+
+def place(position: int) -> tuple[int, int]:
+    """The queue and queue offset a ``position`` names."""
+    return position >> _PLACE_BITS, position & ((1 << _PLACE_BITS) - 1)
 
 
 def encode(
