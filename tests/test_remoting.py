@@ -19,7 +19,7 @@ from broker.remoting.frame import Command, Encoding, decode, encode
 from tests.support import BrokerThread, broker_settings
 
 SEND_V2, PULL, END, HEART_BEAT, CHECK, ROUTE = 310, 11, 37, 34, 39, 105
-SEND_BATCH, QUERY_OFFSET, CONSUMER_LIST, NOTIFY, SEND_BACK = 320, 14, 38, 40, 36
+SEND_BATCH, QUERY_OFFSET, CONSUMER_LIST, NOTIFY, SEND_BACK, LOCK, UNLOCK = 320, 14, 38, 40, 36, 41, 42
 
 
 class Client:
@@ -318,3 +318,39 @@ def test_a_failed_message_sent_back_comes_again_through_the_group_s_retry_topic_
     unknown = client.call(SEND_BACK, offset=first["physical"], group="readers", delayLevel=0, originMsgId="NOPE",
                           originTopic="orders")  # fmt: skip
     assert unknown.code == 1 and "look message by offset failed" in unknown.remark
+
+
+def test_orderly_consumers_lock_queues_one_client_each_and_a_locking_group_s_retries_become_dead_letters(broker):
+    client = Client(broker.broker.remoting_port)
+    heartbeat = {"clientID": "c-1", "producerDataSet": [], "consumerDataSet": [
+        {"groupName": "readers", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+         "subscriptionDataSet": [{"topic": "orders", "subString": "*"}]}]}  # fmt: skip
+    assert client.call(HEART_BEAT, json.dumps(heartbeat).encode()).code == 0
+
+    def locks(code: int, client_id: str, *queues: int) -> Command:
+        body = {"consumerGroup": "readers", "clientId": client_id, "onlyThisBroker": False,
+                "mqSet": [{"topic": "orders", "brokerName": "halfmq", "queueId": q} for q in queues]}  # fmt: skip
+        return client.call(code, json.dumps(body).encode())
+
+    def locked(client_id: str, *queues: int) -> list[int]:
+        return sorted(mq["queueId"] for mq in json.loads(locks(LOCK, client_id, *queues).body)["lockOKMQSet"])
+
+    def resend(body: bytes, reconsumed: int) -> Command:  # a consumer's own send to its retry topic
+        return client.call(SEND_V2, body, a="readers", b="%RETRY%readers", c="TBW102", d=1, e=0, f=0,
+                           g=int(time.time() * 1000), h=0, i=properties(UNIQ_KEY="R1", RETRY_TOPIC="orders"),
+                           j=reconsumed, k="false", l=16)  # fmt: skip
+
+    assert locked("c-1", 0, 1) == [0, 1]
+    assert locked("c-2", 1, 2) == [2]  # queue 1 is c-1's
+    assert locked("c-1", 0, 1) == [0, 1]  # renewed
+    assert resend(b"given up", 1).code == 0  # the group consumes in order: straight to its dead letters
+    assert locks(UNLOCK, "c-1", 0, 1).code == 0 and locks(UNLOCK, "c-2", 2).code == 0
+    assert locked("c-2", 1) == [1]  # free again
+    assert locks(UNLOCK, "c-2", 1).code == 0
+    assert resend(b"again", 1).code == 0
+    assert resend(b"too often", 17).code == 0  # consumed again more than the 16 times allowed
+    (again,) = read_messages(pull(client, "%RETRY%readers", 0).body)
+    assert (again["body"], again["reconsume_times"], again["properties"]["UNIQ_KEY"]) == (b"again", 1, "R1")
+    letters = list(read_messages(pull(client, "%DLQ%readers", 0).body))
+    assert [(m["body"], m["reconsume_times"]) for m in letters] == [(b"given up", 1), (b"too often", 17)]
+    assert {m["properties"]["RETRY_TOPIC"] for m in letters} == {"orders"}

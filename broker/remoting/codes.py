@@ -20,6 +20,8 @@ class Request(IntEnum):
     GET_CONSUMER_LIST_BY_GROUP = 38
     CHECK_TRANSACTION_STATE = 39  # broker to producer, one way
     NOTIFY_CONSUMER_IDS_CHANGED = 40  # broker to consumers, one way
+    LOCK_BATCH_MQ = 41
+    UNLOCK_BATCH_MQ = 42
     CHECK_CLIENT_CONFIG = 46
     GET_KV_CONFIG = 101
     GET_ROUTEINFO_BY_TOPIC = 105

@@ -11,13 +11,18 @@ group's retry topic, due after the delay level asked for (else level 3 plus the 
 consumed again, as RocketMQ's broker does), or to its dead-letter topic once it was consumed
 again as often as the consumer allows (its ``maxReconsumeTimes``, else the group's retry policy).
 A consumer group's retry topic is made at its first heartbeat, as RocketMQ's broker makes it,
-so its members subscribe to it.
+so its members subscribe to it. A consumer's own send to that topic (its fallback, and an
+orderly consumer's way to give up on a message) goes to the dead-letter topic instead once
+consumed again more often than allowed, or at once while the group holds queue locks.
+
+Orderly consumers lock their queues (LOCK_BATCH_MQ) before reading them, and renew the locks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -27,7 +32,7 @@ from typing import Any
 from broker import errors
 from broker.clock import Clock, to_ms
 from broker.messaging import MessagingService
-from broker.model import MAX_PULL, Resolution, Source, StoredMessage
+from broker.model import MAX_PULL, Message, Resolution, Source, StoredMessage
 from broker.remoting import messages
 from broker.remoting.codes import Request, Response
 from broker.remoting.frame import ONEWAY, Command
@@ -35,9 +40,10 @@ from broker.remoting.namesrv import AUTO_CREATE_TOPIC, BROKER_NAME
 from broker.remoting.server import Connection, Handler
 from broker.remoting.session import RemotingSession
 from broker.remoting.status import code_of
-from broker.retry import DELIVERY_ATTEMPTS, origin_of, retry_topic
+from broker.retry import DELIVERY_ATTEMPTS, RETRY_PREFIX, dead_letter_topic, origin_of, retry_topic
 from broker.rocketmq.delays import DELAY_LEVELS
 from broker.rocketmq.filters import tags_of
+from broker.rocketmq.locks import Queue, QueueLocks
 from broker.rocketmq.properties import added_by_broker
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
@@ -71,6 +77,7 @@ class RemotingBroker:
         self._sessions: dict[tuple[Connection, str], RemotingSession] = {}
         self._consumers: dict[str, dict[Connection, str]] = {}  # group: the client id on each connection
         self._notices: set[asyncio.Task[None]] = set()  # being written, held until they are
+        self._locks = QueueLocks()
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -88,6 +95,8 @@ class RemotingBroker:
             Request.GET_MAX_OFFSET: self.max_offset,
             Request.GET_MIN_OFFSET: self.min_offset,
             Request.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            Request.LOCK_BATCH_MQ: self.lock_queues,
+            Request.UNLOCK_BATCH_MQ: self.unlock_queues,
         }
 
     async def send(self, request: Command, connection: Connection) -> Command:
@@ -112,17 +121,28 @@ class RemotingBroker:
             batch = [(body, messages.parse_properties(fields.get("properties", "")))]
         now_ms = to_ms(self._clock())
         try:
+            reconsumed = int(fields.get("reconsumeTimes") or "0")
             sent = [
-                messages.to_core(topic, body, props, born_timestamp=born, queue_id=queue_id, now_ms=now_ms)
+                messages.to_core(
+                    topic,
+                    body,
+                    props,
+                    born_timestamp=born,
+                    queue_id=queue_id,
+                    now_ms=now_ms,
+                    reconsume_times=reconsumed,
+                )
                 for body, props in batch
             ]
         except ValueError as exc:
-            return request.answer(Response.MESSAGE_ILLEGAL, f"a delay that is not a number: {exc}")
+            return request.answer(Response.MESSAGE_ILLEGAL, f"a delay or reconsume count that is not a number: {exc}")
         prepared = [props.get(messages.TRANSACTION_PREPARED) == "true" for _, props in batch]
         if any(prepared) and len(batch) > 1:
             return request.answer(Response.MESSAGE_ILLEGAL, "a transactional message cannot be sent in a batch")
         try:
             await self._create_on_first_use(topic, fields)
+            if topic.startswith(RETRY_PREFIX):
+                sent = await self._retried(topic.removeprefix(RETRY_PREFIX), sent, reconsumed, fields)
             if any(prepared):
                 txn = await self._transactions.prepare(sent[0], group)
                 return self._sent(request, connection, txn.queue_id, txn.half_offset, 1, transaction_id=txn.message_id)
@@ -150,6 +170,18 @@ class RemotingBroker:
             MSG_REGION="DefaultRegion",
             TRACE_ON=True,
         )
+
+    async def _retried(self, group: str, sent: list[Message], reconsumed: int, fields: dict[str, str]) -> list[Message]:
+        """A consumer's send to its group's retry topic, or to its dead-letter topic instead once
+        consumed again more often than allowed, or while the group consumes in order (holds
+        queue locks), as RocketMQ's broker redirects it."""
+        most = fields.get("maxReconsumeTimes")
+        allowed = int(most) if most else (await self._messaging.retry_policy(group)).max_attempts - 1
+        if reconsumed <= allowed and not self._locks.any_live(group, time.monotonic()):
+            return sent
+        letters = dead_letter_topic(group)
+        await self._messaging.create_group_topic(letters)
+        return [dataclasses.replace(m, topic=letters, deliver_at=None, queue_id=0) for m in sent]
 
     async def _create_on_first_use(self, topic: str, fields: dict[str, str]) -> None:
         """Create a topic a producer names first, as RocketMQ's broker does when the producer sent
@@ -383,12 +415,38 @@ class RemotingBroker:
             return request.answer(Response.SYSTEM_ERROR, f"no queue {request.fields.get('queueId')}")
         return request.answer(Response.SUCCESS, offset=ends[1] if high else ends[0])
 
+    async def lock_queues(self, request: Command, connection: Connection) -> Command:
+        """Lock for the client the queues it asks for that no other client of the group holds;
+        answer those it holds now."""
+        try:
+            group, client_id, queues = _queues_of(request.body)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return request.answer(Response.SYSTEM_ERROR, f"a lock request that does not parse: {exc}")
+        held = self._locks.lock(group, client_id, queues, time.monotonic())
+        locked = [{"topic": topic, "brokerName": BROKER_NAME, "queueId": queue_id} for topic, queue_id in held]
+        return request.answer(Response.SUCCESS, body=json.dumps({"lockOKMQSet": locked}).encode())
+
+    async def unlock_queues(self, request: Command, connection: Connection) -> Command:
+        try:
+            group, client_id, queues = _queues_of(request.body)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            return request.answer(Response.SYSTEM_ERROR, f"an unlock request that does not parse: {exc}")
+        self._locks.unlock(group, client_id, queues)
+        return request.answer(Response.SUCCESS)
+
     async def consumer_list(self, request: Command, connection: Connection) -> Command:
         """The client ids of the group's live consumers (their heartbeats' connections still open)."""
         members = sorted(set(self._consumers.get(request.fields.get("consumerGroup", ""), {}).values()))
         if not members:
             return request.answer(Response.SYSTEM_ERROR, f"no consumer of group {request.fields.get('consumerGroup')}")
         return request.answer(Response.SUCCESS, body=json.dumps({"consumerIdList": members}).encode())
+
+
+def _queues_of(body: bytes) -> tuple[str, str, list[Queue]]:
+    """The group, client and queues of a LockBatchRequestBody or UnlockBatchRequestBody."""
+    data = json.loads(body)
+    queues = [(str(mq["topic"]), int(mq["queueId"])) for mq in data.get("mqSet") or []]
+    return str(data["consumerGroup"]), str(data["clientId"]), queues
 
 
 def _offset_moved(request: Command, offset: int, low: int, high: int) -> Command:

@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 
 from broker.model import Message, StoredMessage
+from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, ORIGIN_TOPIC, RETRY_PREFIX
 from broker.rocketmq.delays import due_at
 
 NAME_VALUE = "\x01"
@@ -66,18 +67,28 @@ def format_properties(properties: Mapping[str, str]) -> str:
 
 
 def to_core(
-    topic: str, body: bytes, properties: Mapping[str, str], *, born_timestamp: int, queue_id: int, now_ms: int
-) -> Message:
+    topic: str, body: bytes, properties: Mapping[str, str], *, born_timestamp: int, queue_id: int, now_ms: int,
+    reconsume_times: int = 0,
+) -> Message:  # fmt: skip
     """A sent message in the core's terms: its keys, tags, message id and due time apart, system
-    settings dropped. Raises ValueError for a delay that is not a number."""
+    settings dropped. A consumer's own send to its group's retry topic (when the broker would not
+    take it back) is a copy as the broker makes one: a new message naming where it came from and
+    its ``reconsume_times``. Raises ValueError for a delay that is not a number."""
+    # RocketMQ's broker makes an id for a message sent without one (the Go client's batches)
+    message_id = properties.get(UNIQ_KEY) or uuid.uuid4().hex.upper()
+    kept = {k: v for k, v in properties.items() if k not in SYSTEM and k not in (KEYS, TAGS, UNIQ_KEY)}
+    if topic.startswith(RETRY_PREFIX):
+        kept[ORIGIN_TOPIC] = properties.get(ORIGIN_TOPIC, "")
+        kept[ORIGIN_MESSAGE_ID] = properties.get(ORIGIN_MESSAGE_ID) or message_id
+        kept[DELIVERY_ATTEMPTS] = str(reconsume_times)
+        message_id = uuid.uuid4().hex.upper()
     return Message(
         topic=topic,
         body=body,
-        # RocketMQ's broker makes an id for a message sent without one (the Go client's batches)
-        message_id=properties.get(UNIQ_KEY) or uuid.uuid4().hex.upper(),
+        message_id=message_id,
         keys=tuple(k for k in properties.get(KEYS, "").split(KEY_SEPARATOR) if k),
         tags=properties.get(TAGS, ""),
-        properties={k: v for k, v in properties.items() if k not in SYSTEM and k not in (KEYS, TAGS, UNIQ_KEY)},
+        properties=kept,
         born_timestamp=born_timestamp,
         deliver_at=due_at(properties, now_ms),
         queue_id=queue_id,
