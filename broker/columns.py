@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 from broker.errors import HalfmqError, InvalidArgument
 from broker.model import Message, MessageRows, check_message
 from broker.store.sql import json_list, json_object
+
+if TYPE_CHECKING:  # pyarrow is imported where used: a broker that is never sent a table never loads it
+    import pyarrow as pa
 
 # Counted repeats ({1,128}) would make RE2 compile a state per count on every call: lengths are
 # checked apart.
@@ -67,6 +67,9 @@ class CheckedColumns:
 
 def check_columns(columns: MessageColumns, max_message_bytes: int) -> CheckedColumns:
     """Check every message of ``columns`` as ``check_message`` would, a column at a time."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     count = len(columns)
     refused: dict[int, HalfmqError] = {}
     ids = _text(columns.message_ids, "message_id", refused)
@@ -115,6 +118,9 @@ def _text(
 ) -> pa.Array:
     """A binary column as UTF-8 strings (None: ``count`` defaults); a value that is not UTF-8 is
     refused and stands as the default."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     if column is None:
         return pa.repeat(pa.scalar(default), count)
     try:

@@ -6,8 +6,7 @@ import sys
 from array import array
 from collections.abc import Iterable
 from itertools import accumulate
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from broker.columns import MessageColumns
 from broker.errors import InvalidArgument
@@ -40,6 +39,9 @@ STATES: dict[TransactionState, pb.TransactionState] = {
     TransactionState.ROLLED_BACK: pb.ROLLED_BACK,
     TransactionState.DISCARDED: pb.DISCARDED,
 }
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 def message_from_pb(message: pb.Message) -> Message:
@@ -126,6 +128,8 @@ def _int64s(values: Iterable[int]) -> bytes:
 def columns_from_pb(topic: str, columns: pb.MessageColumns) -> MessageColumns:
     """A table of messages as the core takes it; raises InvalidArgument for a column whose
     length or offsets do not match ``count``."""
+    import pyarrow as pa  # where used, as broker/columns.py says
+
     count = columns.count
     if count < 0:
         raise InvalidArgument(f"count must not be negative, got {count}")
@@ -149,6 +153,8 @@ def columns_from_pb(topic: str, columns: pb.MessageColumns) -> MessageColumns:
 
 def _binary(column: pb.PackedColumn, count: int, name: str) -> pa.Array | None:
     """A PackedColumn as a binary array; None when it is left empty (every value the default)."""
+    import pyarrow as pa
+
     if not column.offsets and not column.data:
         return None
     if len(column.offsets) != 4 * (count + 1):

@@ -18,7 +18,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
@@ -94,6 +93,8 @@ def to_messages(topic: str, batch: Batch, partition: int) -> list[Message]:
 
 def to_columns(topic: str, batches: Sequence[Batch], partition: int) -> MessageColumns:
     """The messages of a produce's batches as the columns a table of messages is sent in."""
+    import pyarrow as pa  # where used, as broker/columns.py says
+
     ids, keys, properties, bodies, born = [], [], [], [], []
     for batch in batches:
         for message_id, message_keys, message_properties, body, timestamp in _fields(batch, partition):
