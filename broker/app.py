@@ -197,12 +197,13 @@ class Broker:
         if rocketmq is not None:
             front_ends.append(("rocketmq", rocketmq))
         front_ends.append(("kafka", self._kafka))
-        if settings.auth_token is None:  # RocketMQ's ACL signature is not checked yet: no open door
-            front_ends += [
-                ("remoting", RemotingServer("broker", self._remoting_broker.handlers(), self.metrics,
-                                            tls=self._tls_context)),
-                ("namesrv", RemotingServer("namesrv", self._names.handlers(), self.metrics, tls=self._tls_context)),
-            ]  # fmt: skip
+        # The broker checks RocketMQ's ACL signature; the name server, as RocketMQ's, answers routes to anyone.
+        front_ends += [
+            ("remoting", RemotingServer("remoting", self._remoting_broker.handlers(), self.metrics,
+                                        tls=self._tls_context, secret_key=settings.auth_token)),
+            ("namesrv", RemotingServer("namesrv", self._names.handlers(), self.metrics, tls=self._tls_context,
+                                       secret_key=None)),
+        ]  # fmt: skip
         return front_ends
 
     def _rocketmq_front_end(self) -> FrontEnd | None:

@@ -119,14 +119,12 @@ _OPTIONS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
     (
         "namesrv_port",
         int,
-        "RocketMQ name server port, for RocketMQ's remoting clients (setNamesrvAddr); off while --auth-token is set"
-        " (default 9876)",
+        "RocketMQ name server port, for RocketMQ's remoting clients (setNamesrvAddr) (default 9876)",
     ),
     (
         "remoting_port",
         int,
-        "RocketMQ remoting broker port, which the name server routes remoting clients to; off while --auth-token"
-        " is set (default 10921)",
+        "RocketMQ remoting broker port, which the name server routes remoting clients to (default 10921)",
     ),
     (
         "advertised_address",

@@ -5,7 +5,8 @@ handler in a task of its own (as RocketMQ's processors answer, in any order, mat
 A frame that cannot be a command (a length below 4 or above MAX_FRAME, a header that does not
 parse) closes its connection, as RocketMQ's decoder closes it; an unknown code gets
 REQUEST_CODE_NOT_SUPPORTED, and more than MAX_IN_FLIGHT requests at once SYSTEM_BUSY. Other
-connections never notice.
+connections never notice. With a secret key, a request not signed with it (``acl.py``) gets
+NO_PERMISSION, as RocketMQ's broker answers with ACL on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from broker import errors
 from broker.frontends import TcpFrontEnd
 from broker.metrics import Metrics
+from broker.remoting import acl
 from broker.remoting.codes import Response
 from broker.remoting.frame import MAX_FRAME, Command, FrameError, decode, encode
 
@@ -58,15 +60,18 @@ Handler = Callable[[Command, Connection], Awaitable[Command | None]]
 
 
 class RemotingServer(TcpFrontEnd):
-    """Serves ``handlers`` (by request code) to every connection; ``name`` goes in logs and metrics."""
+    """Serves ``handlers`` (by request code) to every connection, to requests signed with
+    ``secret_key`` when one is given; ``name`` goes in logs and metrics."""
 
     def __init__(
-        self, name: str, handlers: Mapping[int, Handler], metrics: Metrics, *, tls: ssl.SSLContext | None
-    ) -> None:
+        self, name: str, handlers: Mapping[int, Handler], metrics: Metrics, *, tls: ssl.SSLContext | None,
+        secret_key: str | None,
+    ) -> None:  # fmt: skip
         super().__init__(tls=tls)
         self._name = name
         self._handlers = handlers
         self._metrics = metrics
+        self._secret_key = secret_key
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = Connection(writer)
@@ -102,9 +107,15 @@ class RemotingServer(TcpFrontEnd):
 
     async def _reply(self, command: Command, connection: Connection) -> None:
         handler = self._handlers.get(command.code)
+        refused = None
+        if self._secret_key is not None:
+            refused = acl.refusal(command.fields, command.body, command.version, self._secret_key)
         try:
-            if handler is None:
-                reply: Command | None = command.answer(
+            if refused is not None:
+                log.info("refused %s request %d of %s: %s", self._name, command.code, connection.peer, refused)
+                reply: Command | None = command.answer(Response.NO_PERMISSION, refused)
+            elif handler is None:
+                reply = command.answer(
                     Response.REQUEST_CODE_NOT_SUPPORTED, f"[{self._name}] request type {command.code} not supported"
                 )
             else:
