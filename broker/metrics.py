@@ -75,7 +75,7 @@ class Metrics:
         )
         self._remoting_requests = Counter(
             "halfmq_remoting_requests",
-            "RocketMQ remoting requests answered, by listener (namesrv, broker) and request code",
+            "RocketMQ remoting requests answered, by listener (namesrv, remoting) and request code",
             ["listener", "code"],
             registry=self.registry,
         )

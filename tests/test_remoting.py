@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import prometheus_client
 import pytest
 
 from broker.remoting.frame import Command, Encoding, decode, encode
@@ -137,6 +138,8 @@ def test_a_sent_message_is_pulled_back_with_its_keys_tags_properties_and_offset_
     assert [m["body"] for m in read_messages(filtered.body)] == [b"o-2 paid"]
     assert pull(client, "orders", 2, offset=2).code == 19  # PULL_NOT_FOUND at the queue's end
     assert pull(client, "orders", 2, offset=9).code == 21  # PULL_OFFSET_MOVED past it
+    metrics = prometheus_client.generate_latest(broker.broker.metrics.registry).decode()
+    assert 'halfmq_remoting_requests_total{code="310",listener="remoting"} 2.0' in metrics  # by request code
 
 
 def test_a_pull_from_below_what_retention_kept_is_moved_to_the_queue_s_low_offset(tmp_path, clock):
