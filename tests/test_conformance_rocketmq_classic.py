@@ -40,7 +40,7 @@ GO_MODULE = "github.com/apache/rocketmq-client-go/v2"
 BUILD_TIMEOUT = 600  # seconds
 # Each client's scenarios, by the fixture that builds it.
 SCENARIOS = {
-    "java_client": ["quickstart", "async-oneway", "batch", "transaction"],
+    "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly"],
     "go_client": ["quickstart", "transaction"],
 }
 
@@ -63,18 +63,23 @@ def java_client() -> Client:
     return Client("rocketmq-client", java_program(PROGRAMS / "RmqClassicJava.java", [JAVA_CLIENT]))
 
 
-@pytest.fixture(scope="module")
-def go_client(tmp_path_factory: pytest.TempPathFactory) -> Client:
-    """The Go scenario program, built for this run; its modules come from Go's module cache."""
+def go_program(folder: Path) -> Path:
+    """The Go scenario program, built into ``folder``; its modules come from Go's module cache."""
     go = shutil.which("go")
     assert go is not None, "the Go client's conformance program needs Go (go on PATH) to build"
-    binary = tmp_path_factory.mktemp("rmq-classic-go") / "rmq_classic_go"
+    binary = folder / "rmq_classic_go"
     built = subprocess.run(
         [go, "build", "-buildvcs=false", "-o", str(binary), "."],
         cwd=GO_PROGRAM, capture_output=True, text=True, timeout=BUILD_TIMEOUT,
     )  # fmt: skip
     assert built.returncode == 0, f"go build failed:\n{built.stderr[-4000:]}"
-    return Client("rocketmq-client-go", [str(binary)])
+    return binary
+
+
+@pytest.fixture(scope="module")
+def go_client(tmp_path_factory: pytest.TempPathFactory) -> Client:
+    """The Go scenario program, built for this run."""
+    return Client("rocketmq-client-go", [str(go_program(tmp_path_factory.mktemp("rmq-classic-go")))])
 
 
 @pytest.fixture(scope="module")

@@ -145,21 +145,22 @@ class RemotingBroker:
                 sent = await self._retried(topic.removeprefix(RETRY_PREFIX), sent, reconsumed, fields)
             if any(prepared):
                 txn = await self._transactions.prepare(sent[0], group)
-                return self._sent(request, connection, txn.queue_id, txn.half_offset, 1, transaction_id=txn.message_id)
+                txn_id = txn.message_id
+                return self._sent(request, connection, topic, txn.queue_id, txn.half_offset, 1, transaction_id=txn_id)
             placed = await self._messaging.send(sent)
         except errors.HalfmqError as exc:
             return request.answer(code_of(exc), str(exc))
-        return self._sent(request, connection, placed[0].queue_id, placed[0].queue_offset, len(placed))
+        return self._sent(request, connection, placed[0].topic, placed[0].queue_id, placed[0].queue_offset, len(placed))
 
     def _sent(
-        self, request: Command, connection: Connection, queue_id: int, queue_offset: int, count: int,
+        self, request: Command, connection: Connection, topic: str, queue_id: int, queue_offset: int, count: int,
         transaction_id: str | None = None,
     ) -> Command:  # fmt: skip
         """SUCCESS with where the ``count`` messages sent went, each named by an offset message id.
         A delayed message is placed when due, so its offset is -1, as halfmq's other front ends say."""
         store_host = connection.local
         offset_ids = ",".join(
-            messages.message_id(store_host, messages.position(queue_id, queue_offset + i)) for i in range(count)
+            messages.message_id(store_host, messages.position(topic, queue_id, queue_offset + i)) for i in range(count)
         )
         return request.answer(
             Response.SUCCESS,
@@ -361,14 +362,14 @@ class RemotingBroker:
 
     async def _consumed(self, group: str, origin_topic: str, offset: int, origin_id: str) -> StoredMessage | None:
         """The message a consumer of ``group`` read at ``offset`` (its position): in the topic it
-        was sent to, or in the group's retry topic, the one whose first message id is
-        ``origin_id``."""
-        queue_id, queue_offset = messages.place(offset)
-        for topic in (origin_topic, retry_topic(group)):
-            with contextlib.suppress(errors.TopicNotFound, errors.OffsetOutOfRange, errors.InvalidArgument):
-                found = (await self._messaging.pull(topic, queue_id, queue_offset, 1)).messages
-                if found and found[0].queue_offset == queue_offset and origin_of(found[0])[1] == origin_id:
-                    return found[0]
+        was sent to, or, for a retry, in the group's retry topic; None unless its first message id
+        is ``origin_id``."""
+        retried, queue_id, queue_offset = messages.place(offset)
+        topic = retry_topic(group) if retried else origin_topic
+        with contextlib.suppress(errors.TopicNotFound, errors.OffsetOutOfRange, errors.InvalidArgument):
+            found = (await self._messaging.pull(topic, queue_id, queue_offset, 1)).messages
+            if found and found[0].queue_offset == queue_offset and origin_of(found[0])[1] == origin_id:
+                return found[0]
         return None
 
     async def query_offset(self, request: Command, connection: Connection) -> Command:

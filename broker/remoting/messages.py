@@ -155,17 +155,20 @@ def message_id(store_host: tuple[str, int], offset: int) -> str:
 
 
 _PLACE_BITS = 48
+_RETRY_BIT = 1 << 62
 
 
-def position(queue_id: int, queue_offset: int) -> int:
-    """The offset a message's ids name: its queue (high 16 bits) and its place there. RocketMQ
-    names a place in its commit log; halfmq's queues are apart, so it names the queue."""
-    return queue_id << _PLACE_BITS | queue_offset
+def position(topic: str, queue_id: int, queue_offset: int) -> int:
+    """The offset a message's ids name: its queue (bits 48 to 61) and its place there, and whether
+    it is in a group's retry topic (bit 62). RocketMQ names a place in its commit log; halfmq's
+    queues are apart, so it names the queue, and a consumer that sends a retried message back
+    names its first topic, so the bit tells the two places apart."""
+    return (_RETRY_BIT if topic.startswith(RETRY_PREFIX) else 0) | queue_id << _PLACE_BITS | queue_offset
 
 
-def place(position: int) -> tuple[int, int]:
-    """The queue and queue offset a ``position`` names."""
-    return position >> _PLACE_BITS, position & ((1 << _PLACE_BITS) - 1)
+def place(position: int) -> tuple[bool, int, int]:
+    """Whether a ``position`` is in a retry topic, and the queue and queue offset it names."""
+    return bool(position & _RETRY_BIT), (position & ~_RETRY_BIT) >> _PLACE_BITS, position & ((1 << _PLACE_BITS) - 1)
 
 
 def encode(
@@ -199,7 +202,7 @@ def encode(
         message.queue_id,
         0,
         message.queue_offset,
-        position(message.queue_id, message.queue_offset),
+        position(message.topic, message.queue_id, message.queue_offset),
         sys_flag,
         message.born_timestamp,
     )

@@ -36,7 +36,7 @@ class RemotingSession:
 
     async def _write(self, request: CheckRequest) -> None:
         message = request.message
-        position = messages.position(message.queue_id, message.queue_offset)
+        position = messages.position(message.topic, message.queue_id, message.queue_offset)
         await self.connection.send(
             Command(
                 code=Request.CHECK_TRANSACTION_STATE,

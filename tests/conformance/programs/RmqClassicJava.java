@@ -2,7 +2,8 @@
  * RocketMQ scenarios with the classic (remoting) Java client, org.apache.rocketmq:rocketmq-client,
  * written as RocketMQ's own examples are (example/: quickstart Producer, simple AsyncProducer and
  * OnewayProducer, batch SimpleBatchProducer, transaction TransactionProducer and
- * TransactionListenerImpl, simple LitePullConsumerAssign); each prints its observable outcome as
+ * TransactionListenerImpl, quickstart Consumer, order Producer and Consumer, simple
+ * LitePullConsumerAssign); each prints its observable outcome as
  * one JSON line, the same against halfmq's name server and against Apache RocketMQ's.
  *
  *     java RmqClassicJava.java NAMESRV PREFIX SCENARIO    run SCENARIO, print its outcome
@@ -38,6 +39,11 @@ import java.util.function.Predicate;
 import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendCallback;
@@ -51,6 +57,7 @@ import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageConst;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.MixAll;
 
 public class RmqClassicJava {
     static final long WAIT = 30_000; // ms a scenario waits for what it expects before it records what it has
@@ -68,7 +75,9 @@ public class RmqClassicJava {
         "quickstart", List.of(new Topic("orders", 4, "NORMAL")),
         "async-oneway", List.of(new Topic("async", 2, "NORMAL")),
         "batch", List.of(new Topic("batch", 1, "NORMAL")),
-        "transaction", List.of(new Topic("txn", 2, "TRANSACTION")));
+        "transaction", List.of(new Topic("txn", 2, "TRANSACTION")),
+        "retry", List.of(new Topic("retry", 1, "NORMAL")),
+        "orderly", List.of(new Topic("orderly", 2, "NORMAL")));
 
     public static void main(String[] args) throws Exception {
         if (args[0].equals("--needs")) {
@@ -86,6 +95,8 @@ public class RmqClassicJava {
             case "async-oneway" -> scenarios.asyncOneway();
             case "batch" -> scenarios.batch();
             case "transaction" -> scenarios.transaction();
+            case "retry" -> scenarios.retry();
+            case "orderly" -> scenarios.orderly();
             default -> throw new IllegalArgumentException("no scenario " + args[2]);
         };
         System.out.println(json(outcome));
@@ -292,6 +303,139 @@ public class RmqClassicJava {
                 properties.put(body(m), user);
             }
             outcome.put("properties", properties);
+            return outcome;
+        }
+
+        /**
+         * The quickstart Consumer (a DefaultMQPushConsumer) whose listener fails some messages, asking
+         * for delay level 1 (a second) before the next delivery: r-0 is consumed at once, r-1 fails
+         * its first delivery, r-2 fails every one and, the consumer allowing 2 reconsumes, ends in the
+         * group's dead-letter topic, which is then read. The consumer asks for routes and rebalances
+         * every second rather than every 30 and 20 s, on both brokers alike.
+         */
+        Map<String, Object> retry() throws Exception {
+            System.setProperty("rocketmq.client.rebalance.waitInterval", "1000"); // read as the client's first instance starts
+            String topic = prefix + "-retry";
+            String group = prefix + "-retry-consumer";
+            Map<String, String> firstIds = new ConcurrentHashMap<>();
+            DefaultMQProducer producer = producer(topic);
+            try {
+                for (int i = 0; i < 3; i++) {
+                    SendResult sent = producer.send(message(topic, "TagA", "r-" + i, "retry " + i, i), TIMEOUT);
+                    firstIds.put("retry " + i, sent.getMsgId());
+                }
+            } finally {
+                producer.shutdown();
+            }
+            List<Map<String, Object>> deliveries = Collections.synchronizedList(new ArrayList<>());
+            Set<String> failOnce = Set.of("retry 1");
+            Set<String> failAlways = Set.of("retry 2");
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+            consumer.setNamesrvAddr(namesrv);
+            consumer.setMqClientApiTimeout(TIMEOUT);
+            consumer.setPollNameServerInterval(1000);
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.setMaxReconsumeTimes(2);
+            consumer.subscribe(topic, "*");
+            consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                boolean failed = false;
+                for (MessageExt m : msgs) {
+                    Map<String, Object> seen = seen(m);
+                    seen.remove("queue_offset"); // a retry's place in the group's retry topic
+                    seen.put("first_msg_id", m.getMsgId().equals(firstIds.get(body(m))));
+                    deliveries.add(seen);
+                    failed |= failAlways.contains(body(m)) || failOnce.contains(body(m)) && m.getReconsumeTimes() == 0;
+                }
+                if (failed) {
+                    context.setDelayLevelWhenNextConsume(1);
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            consumer.start();
+            try {
+                long deadline = System.currentTimeMillis() + CHECK_WAIT;
+                while (deliveries.size() < 6 && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(200);
+                }
+                Thread.sleep(SETTLE); // anything beyond what was expected shows
+            } finally {
+                consumer.shutdown();
+            }
+            String deadLetters = MixAll.getDLQTopic(group);
+            List<MessageExt> dead = read(prefix + "-dlq-reader", deadLetters, got -> !got.isEmpty(), WAIT, 0);
+            Map<String, Object> outcome = new TreeMap<>();
+            synchronized (deliveries) {
+                outcome.put("deliveries", deliveries.stream().sorted(BY_BODY.thenComparing(m -> (Integer) m.get("reconsume_times"))).toList());
+            }
+            outcome.put("dead_letters", dead.stream().map(m -> {
+                Map<String, Object> seen = seen(m);
+                seen.put("first_msg_id", m.getMsgId().equals(firstIds.get(body(m))));
+                seen.put("retry_topic", String.valueOf(m.getProperty(MessageConst.PROPERTY_RETRY_TOPIC)));
+                return seen;
+            }).sorted(BY_BODY).toList());
+            return outcome;
+        }
+
+        /**
+         * The order example: a Producer sends the four steps of orders 0 and 1, each order to one
+         * queue (a MessageQueueSelector by order id), and a Consumer with a MessageListenerOrderly
+         * reads them. Step 1 of order 0 fails its first delivery (the queue waits a moment, then it
+         * comes again before step 2); step 3 of order 1 fails every time, and the consumer allowing
+         * one reconsume, it gives the message up to the group's dead-letter topic, which is then read.
+         */
+        Map<String, Object> orderly() throws Exception {
+            System.setProperty("rocketmq.client.rebalance.waitInterval", "1000"); // read as the client's first instance starts
+            String topic = prefix + "-orderly";
+            String group = prefix + "-orderly-consumer";
+            DefaultMQProducer producer = producer(topic);
+            try {
+                for (int orderId = 0; orderId < 2; orderId++) {
+                    for (int step = 0; step < 4; step++) {
+                        Message msg = message(topic, "TagA", "o-" + orderId, "order " + orderId + " step " + step, step);
+                        producer.send(msg, (mqs, m, arg) -> mqs.get((Integer) arg % mqs.size()), orderId, TIMEOUT);
+                    }
+                }
+            } finally {
+                producer.shutdown();
+            }
+            Map<String, List<List<Object>>> byOrder = new ConcurrentHashMap<>();
+            String failOnce = "order 0 step 1";
+            String failAlways = "order 1 step 3";
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+            consumer.setNamesrvAddr(namesrv);
+            consumer.setMqClientApiTimeout(TIMEOUT);
+            consumer.setPollNameServerInterval(1000);
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.setMaxReconsumeTimes(1);
+            consumer.subscribe(topic, "*");
+            consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
+                for (MessageExt m : msgs) {
+                    byOrder.computeIfAbsent(m.getKeys(), k -> Collections.synchronizedList(new ArrayList<>()))
+                        .add(List.of(body(m), m.getReconsumeTimes()));
+                    if (body(m).equals(failAlways) || body(m).equals(failOnce) && m.getReconsumeTimes() == 0) {
+                        return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT;
+                    }
+                }
+                return ConsumeOrderlyStatus.SUCCESS;
+            });
+            consumer.start();
+            try {
+                long deadline = System.currentTimeMillis() + CHECK_WAIT;
+                while (byOrder.values().stream().mapToInt(List::size).sum() < 10 && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(200);
+                }
+                Thread.sleep(SETTLE); // anything beyond what was expected shows
+            } finally {
+                consumer.shutdown();
+            }
+            List<MessageExt> dead = read(prefix + "-dlq-reader", MixAll.getDLQTopic(group), got -> !got.isEmpty(), WAIT, 0);
+            Map<String, Object> outcome = new TreeMap<>(byOrder);
+            outcome.put("dead_letters", dead.stream().map(m -> {
+                Map<String, Object> seen = seen(m);
+                seen.put("retry_topic", String.valueOf(m.getProperty(MessageConst.PROPERTY_RETRY_TOPIC)));
+                return seen;
+            }).sorted(BY_BODY).toList());
             return outcome;
         }
 
