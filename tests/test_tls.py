@@ -5,6 +5,7 @@ client without a certificate is refused (mutual TLS)."""
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import grpc
 import httpx
 import pytest
 
+from broker.remoting.frame import Command, decode, encode
 from broker.tls import TlsFiles
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
@@ -64,6 +66,24 @@ def test_every_port_serves_tls_to_clients_that_trust_the_ca(tls_broker, pki):
     assert "SENT rmq-commit" in out
     got = [line.split()[1] for line in consume(endpoint, "rmq5", "drain", env) if line.startswith("GOT")]
     assert sorted(got) == sorted(["over-tls", "rmq-commit", "rmq-normal"])
+
+
+def test_the_rocketmq_name_server_and_remoting_broker_speak_tls_with_the_broker_s_certificate(tls_broker, pki):
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    for port, code, fields in ((tls_broker.broker.namesrv_port, 105, {"topic": "orders"}),
+                               (tls_broker.broker.remoting_port, 14, {"consumerGroup": "g", "topic": "orders",
+                                                                      "queueId": "0"})):  # fmt: skip
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(encode(Command(code=code, opaque=1, fields=fields)))
+            size = int.from_bytes(tls.recv(4), "big")
+            reply = b""
+            while len(reply) < size:
+                reply += tls.recv(size - len(reply))
+        assert decode(reply).code in (0, 22)  # a route; an offset not found
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as plain:  # plaintext gets no answer
+            plain.sendall(encode(Command(code=code, opaque=1, fields=fields)))
+            assert plain.recv(4) == b""
 
 
 def test_plaintext_clients_are_refused_with_a_clear_error(tls_broker, pki):

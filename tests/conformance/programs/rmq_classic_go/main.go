@@ -8,8 +8,15 @@
 //	rmq_classic_go NAMESRV PREFIX SCENARIO    run SCENARIO, print its outcome
 //	rmq_classic_go --needs PREFIX SCENARIO    print the topics it uses (and no groups: a remoting
 //	                                          client's groups need no creating)
+//	rmq_classic_go --answer NAMESRV GROUP TOPIC  be a transaction producer of GROUP that answers
+//	                                             the broker's checks by RmqClassicCrashJava's rule
+//	                                             (t-i commits when i is even), printing each answer
+//	                                             as a JSON line, until stdin ends. Its one send, a
+//	                                             transaction of TOPIC rolled back at once, makes
+//	                                             the client know the broker, which it then tells
+//	                                             of its group at each heartbeat.
 //
-// Built once per test run by tests/test_conformance_rocketmq_go.py. The client logs to stderr
+// Built once per test run by tests/test_conformance_rocketmq_classic.py. The client logs to stderr
 // (ROCKETMQ_GO_LOG_LEVEL sets how much: warnings and errors unless it is set), so stdout carries
 // only the outcome.
 //
@@ -25,9 +32,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,8 +95,14 @@ func main() {
 	if os.Getenv("ROCKETMQ_GO_LOG_LEVEL") == "" {
 		rlog.SetLogLevel("warn")
 	}
+	if len(os.Args) == 5 && os.Args[1] == "--answer" {
+		if err := answer(os.Args[2], os.Args[3], os.Args[4]); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if len(os.Args) != 4 {
-		fail(fmt.Errorf("usage: %s NAMESRV PREFIX SCENARIO | --needs PREFIX SCENARIO", os.Args[0]))
+		fail(fmt.Errorf("usage: %s NAMESRV PREFIX SCENARIO | --needs PREFIX SCENARIO | --answer NAMESRV GROUP TOPIC", os.Args[0]))
 	}
 	if os.Args[1] == "--needs" {
 		prefix, scenario := os.Args[2], os.Args[3]
@@ -312,6 +327,47 @@ func (s scenarios) transaction() (map[string]any, error) {
 		"checked_at_least_once": sortedKeys(listener.checked()),
 		"properties":            properties,
 	}, nil
+}
+
+// ruleListener answers checks as RmqClassicCrashJava's local transactions end: t-i commits when i
+// is even and rolls back when it is odd.
+type ruleListener struct{}
+
+func (ruleListener) ExecuteLocalTransaction(*primitive.Message) primitive.LocalTransactionState {
+	return primitive.RollbackMessageState // its one send, which only finds the broker
+}
+
+func (ruleListener) CheckLocalTransaction(msg *primitive.MessageExt) primitive.LocalTransactionState {
+	i, err := strconv.Atoi(strings.TrimPrefix(msg.GetKeys(), "t-"))
+	state := primitive.UnkonwnState
+	if err == nil && i%2 == 0 {
+		state = primitive.CommitMessageState
+	} else if err == nil {
+		state = primitive.RollbackMessageState
+	}
+	printJSON(map[string]any{"answered": msg.GetKeys(), "state": transactionState(state)})
+	return state
+}
+
+// answer runs a transaction producer of group that answers checks, until stdin ends.
+func answer(namesrv, group, topic string) error {
+	p, err := rocketmq.NewTransactionProducer(
+		ruleListener{},
+		producer.WithNsResolver(primitive.NewPassthroughResolver([]string{namesrv})),
+		producer.WithGroupName(group),
+	)
+	if err != nil {
+		return fmt.Errorf("new transaction producer: %w", err)
+	}
+	if err = p.Start(); err != nil {
+		return fmt.Errorf("start transaction producer: %w", err)
+	}
+	if _, err = p.SendMessageInTransaction(context.Background(), primitive.NewMessage(topic, []byte("go-probe"))); err != nil {
+		return fmt.Errorf("send the probe: %w", err)
+	}
+	printJSON(map[string]any{"started": group})
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return p.Shutdown()
 }
 
 // The pull consumer of examples/consumer/pull/poll, subscribed to every message of topic (a new
