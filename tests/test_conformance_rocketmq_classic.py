@@ -40,7 +40,7 @@ GO_MODULE = "github.com/apache/rocketmq-client-go/v2"
 BUILD_TIMEOUT = 600  # seconds
 # Each client's scenarios, by the fixture that builds it.
 SCENARIOS = {
-    "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly"],
+    "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly", "scheduled"],
     "go_client": ["quickstart", "transaction"],
 }
 

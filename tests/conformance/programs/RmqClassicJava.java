@@ -2,8 +2,8 @@
  * RocketMQ scenarios with the classic (remoting) Java client, org.apache.rocketmq:rocketmq-client,
  * written as RocketMQ's own examples are (example/: quickstart Producer, simple AsyncProducer and
  * OnewayProducer, batch SimpleBatchProducer, transaction TransactionProducer and
- * TransactionListenerImpl, quickstart Consumer, order Producer and Consumer, simple
- * LitePullConsumerAssign); each prints its observable outcome as
+ * TransactionListenerImpl, quickstart Consumer, order Producer and Consumer, schedule
+ * ScheduledMessageProducer and timer TimerMessageProducer, simple LitePullConsumerAssign); each prints its observable outcome as
  * one JSON line, the same against halfmq's name server and against Apache RocketMQ's.
  *
  *     java RmqClassicJava.java NAMESRV PREFIX SCENARIO    run SCENARIO, print its outcome
@@ -77,7 +77,8 @@ public class RmqClassicJava {
         "batch", List.of(new Topic("batch", 1, "NORMAL")),
         "transaction", List.of(new Topic("txn", 2, "TRANSACTION")),
         "retry", List.of(new Topic("retry", 1, "NORMAL")),
-        "orderly", List.of(new Topic("orderly", 2, "NORMAL")));
+        "orderly", List.of(new Topic("orderly", 2, "NORMAL")),
+        "scheduled", List.of(new Topic("scheduled", 1, "DELAY")));
 
     public static void main(String[] args) throws Exception {
         if (args[0].equals("--needs")) {
@@ -97,6 +98,7 @@ public class RmqClassicJava {
             case "transaction" -> scenarios.transaction();
             case "retry" -> scenarios.retry();
             case "orderly" -> scenarios.orderly();
+            case "scheduled" -> scenarios.scheduled();
             default -> throw new IllegalArgumentException("no scenario " + args[2]);
         };
         System.out.println(json(outcome));
@@ -434,6 +436,47 @@ public class RmqClassicJava {
             outcome.put("dead_letters", dead.stream().map(m -> {
                 Map<String, Object> seen = seen(m);
                 seen.put("retry_topic", String.valueOf(m.getProperty(MessageConst.PROPERTY_RETRY_TOPIC)));
+                return seen;
+            }).sorted(BY_BODY).toList());
+            return outcome;
+        }
+
+        /**
+         * ScheduledMessageProducer's delay level 2 (5 s), and TimerMessageProducer's three ways of
+         * saying when: a delivery time 3 s ahead, a delay of 3,000 ms and of 3 s, to a topic of
+         * delayed messages. Each is read back, with whether it became readable no sooner than it was due
+         * (its store time against its born time, both the machine's clock).
+         */
+        Map<String, Object> scheduled() throws Exception {
+            String topic = prefix + "-scheduled";
+            Map<String, Long> delays = new TreeMap<>(); // body: ms it waits
+            DefaultMQProducer producer = producer(topic);
+            try {
+                Message level = message(topic, "TagA", "s-level", "level 2", 0);
+                level.setDelayTimeLevel(2);
+                delays.put("level 2", 5_000L);
+                Message deliverAt = message(topic, "TagA", "s-deliver", "deliver at", 1);
+                deliverAt.setDeliverTimeMs(System.currentTimeMillis() + 3_000);
+                delays.put("deliver at", 3_000L);
+                Message delayMs = message(topic, "TagA", "s-ms", "delay ms", 2);
+                delayMs.setDelayTimeMs(3_000);
+                delays.put("delay ms", 3_000L);
+                Message delaySec = message(topic, "TagA", "s-sec", "delay sec", 3);
+                delaySec.setDelayTimeSec(3);
+                delays.put("delay sec", 3_000L);
+                for (Message msg : List.of(level, deliverAt, delayMs, delaySec)) {
+                    producer.send(msg, TIMEOUT);
+                }
+            } finally {
+                producer.shutdown();
+            }
+            List<MessageExt> read = read(prefix + "-reader", topic, got -> got.size() >= 4, WAIT, SETTLE);
+            Map<String, Object> outcome = new TreeMap<>();
+            outcome.put("read", read.stream().map(m -> {
+                Map<String, Object> seen = seen(m);
+                seen.remove("queue_offset"); // the order in which they came due
+                // A timing wheel of a second's grain may hand a message out up to a second early.
+                seen.put("not_before_due", m.getStoreTimestamp() - m.getBornTimestamp() >= delays.get(body(m)) - 1_000);
                 return seen;
             }).sorted(BY_BODY).toList());
             return outcome;
