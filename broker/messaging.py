@@ -96,17 +96,19 @@ class MessagingService(PullService):
         """The real topics (system topics are hidden)."""
         return [t for t in self._store.topics() if t.name not in SYSTEM_TOPICS]
 
-    async def send(self, messages: Sequence[Message]) -> list[Placement]:
+    async def send(self, messages: Sequence[Message], *, typed: bool = True) -> list[Placement]:
         """Store messages, all or none, and return their positions; a retried message id is
         stored once. Delayed messages (``deliver_at`` ahead) are held until due: a batch holds
-        them or immediate ones, not both. Raises InvalidArgument, MessageTooLarge,
-        InvalidDeliveryTime, MessageTypeMismatch, HiddenTopic or TopicNotFound."""
+        them or immediate ones, not both. ``typed=False`` stores them whatever type their topic
+        takes, as RocketMQ's broker does for its classic clients (its proxy checks types).
+        Raises InvalidArgument, MessageTooLarge, InvalidDeliveryTime, MessageTypeMismatch,
+        HiddenTopic or TopicNotFound."""
         if not 1 <= len(messages) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(messages)}")
         now_ms = to_ms(self._clock())
         placed, delayed = [], set()
         for message in messages:
-            placed.append((message, self._queue_of(message)))
+            placed.append((message, self._queue_of(message, typed)))
             if self._delays.is_delayed(message, now_ms):
                 delayed.add(message.message_id)
         if delayed:
@@ -154,13 +156,14 @@ class MessagingService(PullService):
         recalled before. Raises InvalidArgument for a malformed handle."""
         return due_of(recall_handle)[1] <= to_ms(self._clock())
 
-    def _queue_of(self, message: Message) -> int:
-        """The queue a message goes to, once it is found fit for its topic (its size, names and
-        type). Raises InvalidArgument, MessageTooLarge, MessageTypeMismatch, HiddenTopic or
-        TopicNotFound."""
+    def _queue_of(self, message: Message, typed: bool = True) -> int:
+        """The queue a message goes to, once it is found fit for its topic (its size, names and,
+        when ``typed``, type). Raises InvalidArgument, MessageTooLarge, MessageTypeMismatch,
+        HiddenTopic or TopicNotFound."""
         check_message(message, self._max_body_bytes)
         topic = self._store.topic(message.topic)
-        check_type(topic, type_of(message))
+        if typed:
+            check_type(topic, type_of(message))
         return queue_of(message, topic.queues)
 
     async def send_columns(

@@ -16,6 +16,7 @@ from typing import Any
 import prometheus_client
 import pytest
 
+from broker.model import MessageType
 from broker.remoting.frame import Command, Encoding, decode, encode
 from tests.support import BrokerThread, broker_settings
 
@@ -161,6 +162,14 @@ def test_a_pull_from_below_what_retention_kept_is_moved_to_the_queue_s_low_offse
         assert [m["body"] for m in read_messages(pull(client, "orders", 1, offset=3).body)] == [b"new"]
     finally:
         broker.stop()
+
+
+def test_a_typed_topic_takes_a_classic_client_s_messages_of_any_type_as_rocketmq_s_broker_does(broker):
+    broker.run(broker.broker.messaging.create_topic("timers", 1, message_type=MessageType.DELAY))
+    client = Client(broker.broker.remoting_port)
+    assert send(client, "timers", 0, b"now", UNIQ_KEY="T1").code == 0  # a NORMAL message
+    assert half(client, "timers", "T2").code == 0  # a half message
+    assert [m["body"] for m in read_messages(pull(client, "timers", 0).body)] == [b"now"]
 
 
 def test_a_topic_a_producer_names_first_is_created_with_the_queues_it_asks_for(broker):

@@ -144,10 +144,10 @@ class RemotingBroker:
             if topic.startswith(RETRY_PREFIX):
                 sent = await self._retried(topic.removeprefix(RETRY_PREFIX), sent, reconsumed, fields)
             if any(prepared):
-                txn = await self._transactions.prepare(sent[0], group)
+                txn = await self._transactions.prepare(sent[0], group, typed=False)
                 txn_id = txn.message_id
                 return self._sent(request, connection, topic, txn.queue_id, txn.half_offset, 1, transaction_id=txn_id)
-            placed = await self._messaging.send(sent)
+            placed = await self._messaging.send(sent, typed=False)
         except errors.HalfmqError as exc:
             return request.answer(code_of(exc), str(exc))
         return self._sent(request, connection, placed[0].topic, placed[0].queue_id, placed[0].queue_offset, len(placed))

@@ -43,15 +43,18 @@ class TransactionService:
         self._metrics = metrics
         self._clock = clock
 
-    async def prepare(self, message: Message, producer_group: str) -> Transaction:
+    async def prepare(self, message: Message, producer_group: str, *, typed: bool = True) -> Transaction:
         """Store ``message`` as a half message, invisible to consumers, and return its transaction.
+        ``typed=False`` takes it whatever type its topic takes (``MessagingService.send``).
 
         A retried send with the same message id returns the original transaction.
         Raises InvalidArgument, MessageTooLarge, HiddenTopic, TopicNotFound or MessageIdInUse.
         """
-        return single(await self.prepare_many([(message, producer_group)]))
+        return single(await self.prepare_many([(message, producer_group)], typed=typed))
 
-    async def prepare_many(self, items: Sequence[tuple[Message, str]]) -> list[Transaction | HalfmqError]:
+    async def prepare_many(
+        self, items: Sequence[tuple[Message, str]], *, typed: bool = True
+    ) -> list[Transaction | HalfmqError]:
         """``prepare`` for (message, producer group) items, stored in one write: each item gets its
         transaction or its own error. Raises only for a failure of the whole write."""
         now_ms = self._now_ms()
@@ -64,7 +67,8 @@ class TransactionService:
                 if type_of(message) is not MessageType.NORMAL:
                     raise InvalidArgument("a transactional message cannot be delayed nor have a message group")
                 topic = self._store.topic(message.topic)
-                check_type(topic, MessageType.TRANSACTION)
+                if typed:
+                    check_type(topic, MessageType.TRANSACTION)
                 queues = topic.queues
             except HalfmqError as exc:
                 results.append(exc)

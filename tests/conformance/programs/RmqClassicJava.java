@@ -444,7 +444,8 @@ public class RmqClassicJava {
         /**
          * ScheduledMessageProducer's delay level 2 (5 s), and TimerMessageProducer's three ways of
          * saying when: a delivery time 3 s ahead, a delay of 3,000 ms and of 3 s, to a topic of
-         * delayed messages. Each is read back, with whether it became readable no sooner than it was due
+         * delayed messages; beside them a message sent at once (the broker takes it there, as a
+         * classic client's send is not checked for its topic's type). Each is read back, with whether it became readable no sooner than it was due
          * (its store time against its born time, both the machine's clock).
          */
         Map<String, Object> scheduled() throws Exception {
@@ -464,13 +465,15 @@ public class RmqClassicJava {
                 Message delaySec = message(topic, "TagA", "s-sec", "delay sec", 3);
                 delaySec.setDelayTimeSec(3);
                 delays.put("delay sec", 3_000L);
-                for (Message msg : List.of(level, deliverAt, delayMs, delaySec)) {
+                Message now = message(topic, "TagA", "s-now", "now", 4);
+                delays.put("now", 0L);
+                for (Message msg : List.of(level, deliverAt, delayMs, delaySec, now)) {
                     producer.send(msg, TIMEOUT);
                 }
             } finally {
                 producer.shutdown();
             }
-            List<MessageExt> read = read(prefix + "-reader", topic, got -> got.size() >= 4, WAIT, SETTLE);
+            List<MessageExt> read = read(prefix + "-reader", topic, got -> got.size() >= 5, WAIT, SETTLE);
             Map<String, Object> outcome = new TreeMap<>();
             outcome.put("read", read.stream().map(m -> {
                 Map<String, Object> seen = seen(m);
