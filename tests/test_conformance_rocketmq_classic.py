@@ -41,7 +41,7 @@ BUILD_TIMEOUT = 600  # seconds
 # Each client's scenarios, by the fixture that builds it.
 SCENARIOS = {
     "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly", "scheduled"],
-    "go_client": ["quickstart", "transaction"],
+    "go_client": ["quickstart", "transaction", "scheduled"],
 }
 
 
