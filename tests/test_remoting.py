@@ -179,6 +179,14 @@ def test_a_topic_a_producer_names_first_is_created_with_the_queues_it_asks_for(b
     assert json.loads(names.call(ROUTE, topic="fresh").body)["queueDatas"][0]["writeQueueNums"] == 4
 
 
+def join_readers(client: Client, client_id: str) -> Command:
+    """A heartbeat naming ``client_id`` a member of consumer group ``readers`` of ``orders``."""
+    heartbeat = {"clientID": client_id, "producerDataSet": [], "consumerDataSet": [
+        {"groupName": "readers", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+         "subscriptionDataSet": [{"topic": "orders", "subString": "*"}]}]}  # fmt: skip
+    return client.call(HEART_BEAT, json.dumps(heartbeat).encode())
+
+
 def half(client: Client, topic: str, key: str, group: str = "txn-app") -> Command:
     props = properties(UNIQ_KEY=key, TRAN_MSG="true", PGROUP=group)
     return client.call(SEND_V2, b"order " + key.encode(), a=group, b=topic, c="TBW102", d=4, e=0, f=4, g=0, h=0,
@@ -255,10 +263,7 @@ def test_bad_frames_close_their_own_connection_only_and_change_nothing(broker, p
 def test_a_consumer_group_s_members_are_listed_and_told_when_one_joins_or_leaves(broker):
     def join(client_id: str) -> Client:
         member = Client(broker.broker.remoting_port)
-        heartbeat = {"clientID": client_id, "producerDataSet": [], "consumerDataSet": [
-            {"groupName": "readers", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-             "subscriptionDataSet": [{"topic": "orders", "subString": "*"}]}]}  # fmt: skip
-        assert member.call(HEART_BEAT, json.dumps(heartbeat).encode()).code == 0
+        assert join_readers(member, client_id).code == 0
         return member
 
     first = join("c-1")
@@ -300,10 +305,7 @@ def test_a_new_group_reads_a_queue_from_0_only_once_the_queue_holds_a_message(br
 
 def test_a_failed_message_sent_back_comes_again_through_the_group_s_retry_topic_then_goes_to_its_dead_letters(broker):
     client = Client(broker.broker.remoting_port)
-    heartbeat = {"clientID": "c-1", "producerDataSet": [], "consumerDataSet": [
-        {"groupName": "readers", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-         "subscriptionDataSet": [{"topic": "orders", "subString": "*"}]}]}  # fmt: skip
-    assert client.call(HEART_BEAT, json.dumps(heartbeat).encode()).code == 0
+    assert join_readers(client, "c-1").code == 0
     names = Client(broker.broker.namesrv_port)
     retry = json.loads(names.call(ROUTE, topic="%RETRY%readers").body)  # made at the group's first heartbeat
     assert retry["queueDatas"][0]["readQueueNums"] == 1
@@ -335,10 +337,7 @@ def test_a_failed_message_sent_back_comes_again_through_the_group_s_retry_topic_
 
 def test_orderly_consumers_lock_queues_one_client_each_and_a_locking_group_s_retries_become_dead_letters(broker):
     client = Client(broker.broker.remoting_port)
-    heartbeat = {"clientID": "c-1", "producerDataSet": [], "consumerDataSet": [
-        {"groupName": "readers", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-         "subscriptionDataSet": [{"topic": "orders", "subString": "*"}]}]}  # fmt: skip
-    assert client.call(HEART_BEAT, json.dumps(heartbeat).encode()).code == 0
+    assert join_readers(client, "c-1").code == 0
 
     def locks(code: int, client_id: str, *queues: int) -> Command:
         body = {"consumerGroup": "readers", "clientId": client_id, "onlyThisBroker": False,
