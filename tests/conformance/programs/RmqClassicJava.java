@@ -129,6 +129,21 @@ public class RmqClassicJava {
             return producer;
         }
 
+        /**
+         * A push consumer of every message of {@code topic}, from its first offset, allowing
+         * {@code maxReconsumeTimes}; it asks for routes every second rather than every 30.
+         */
+        DefaultMQPushConsumer pushConsumer(String group, String topic, int maxReconsumeTimes) throws Exception {
+            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+            consumer.setNamesrvAddr(namesrv);
+            consumer.setMqClientApiTimeout(TIMEOUT);
+            consumer.setPollNameServerInterval(1000);
+            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            consumer.setMaxReconsumeTimes(maxReconsumeTimes);
+            consumer.subscribe(topic, "*");
+            return consumer;
+        }
+
         /** A message as the examples make one: topic, tag, key and body, and a user property. */
         Message message(String topic, String tag, String key, String body, int n) {
             Message message = new Message(topic, tag, key, body.getBytes(StandardCharsets.UTF_8));
@@ -332,13 +347,7 @@ public class RmqClassicJava {
             List<Map<String, Object>> deliveries = Collections.synchronizedList(new ArrayList<>());
             Set<String> failOnce = Set.of("retry 1");
             Set<String> failAlways = Set.of("retry 2");
-            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
-            consumer.setNamesrvAddr(namesrv);
-            consumer.setMqClientApiTimeout(TIMEOUT);
-            consumer.setPollNameServerInterval(1000);
-            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            consumer.setMaxReconsumeTimes(2);
-            consumer.subscribe(topic, "*");
+            DefaultMQPushConsumer consumer = pushConsumer(group, topic, 2);
             consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
                 boolean failed = false;
                 for (MessageExt m : msgs) {
@@ -404,13 +413,7 @@ public class RmqClassicJava {
             Map<String, List<List<Object>>> byOrder = new ConcurrentHashMap<>();
             String failOnce = "order 0 step 1";
             String failAlways = "order 1 step 3";
-            DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
-            consumer.setNamesrvAddr(namesrv);
-            consumer.setMqClientApiTimeout(TIMEOUT);
-            consumer.setPollNameServerInterval(1000);
-            consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            consumer.setMaxReconsumeTimes(1);
-            consumer.subscribe(topic, "*");
+            DefaultMQPushConsumer consumer = pushConsumer(group, topic, 1);
             consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
                 for (MessageExt m : msgs) {
                     byOrder.computeIfAbsent(m.getKeys(), k -> Collections.synchronizedList(new ArrayList<>()))

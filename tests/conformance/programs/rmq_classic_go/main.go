@@ -156,10 +156,8 @@ func message(topic, tag, key, body string, n int) *primitive.Message {
 	return msg
 }
 
-// The simple producer: 8 synchronous sends round the topic's 4 queues, tags TagA and TagB in turn,
-// keys o-0..o-7; then everything read back from the start of each queue.
-func (s scenarios) quickstart() (map[string]any, error) {
-	topic := s.prefix + "-orders"
+// producer is a started producer as the examples make one, its sends waiting sendTimeout.
+func (s scenarios) producer() (rocketmq.Producer, error) {
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(s.resolver()),
 		producer.WithRetry(2),
@@ -171,6 +169,17 @@ func (s scenarios) quickstart() (map[string]any, error) {
 	}
 	if err = p.Start(); err != nil {
 		return nil, fmt.Errorf("start producer: %w", err)
+	}
+	return p, nil
+}
+
+// The simple producer: 8 synchronous sends round the topic's 4 queues, tags TagA and TagB in turn,
+// keys o-0..o-7; then everything read back from the start of each queue.
+func (s scenarios) quickstart() (map[string]any, error) {
+	topic := s.prefix + "-orders"
+	p, err := s.producer()
+	if err != nil {
+		return nil, err
 	}
 	var results []*primitive.SendResult
 	for i := 0; i < 8; i++ {
@@ -379,17 +388,9 @@ func answer(namesrv, group, topic string) error {
 // store time against its born time), as RmqClassicJava's scheduled scenario records them.
 func (s scenarios) scheduled() (map[string]any, error) {
 	topic := s.prefix + "-scheduled"
-	p, err := rocketmq.NewProducer(
-		producer.WithNsResolver(s.resolver()),
-		producer.WithRetry(2),
-		producer.WithGroupName(s.prefix+"-producer"),
-		producer.WithSendMsgTimeout(sendTimeout),
-	)
+	p, err := s.producer()
 	if err != nil {
-		return nil, fmt.Errorf("new producer: %w", err)
-	}
-	if err = p.Start(); err != nil {
-		return nil, fmt.Errorf("start producer: %w", err)
+		return nil, err
 	}
 	delayed := message(topic, "TagA", "s-level", "level 2", 0)
 	delayed.WithDelayTimeLevel(2)
