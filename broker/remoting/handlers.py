@@ -176,13 +176,17 @@ class RemotingBroker:
         """A consumer's send to its group's retry topic, or to its dead-letter topic instead once
         consumed again more often than allowed, or while the group consumes in order (holds
         queue locks), as RocketMQ's broker redirects it."""
-        most = fields.get("maxReconsumeTimes")
-        allowed = int(most) if most else (await self._messaging.retry_policy(group)).max_attempts - 1
-        if reconsumed <= allowed and not self._locks.any_live(group, time.monotonic()):
+        if reconsumed <= await self._allowed(group, fields) and not self._locks.any_live(group, time.monotonic()):
             return sent
         letters = dead_letter_topic(group)
         await self._messaging.create_group_topic(letters)
         return [dataclasses.replace(m, topic=letters, deliver_at=None, queue_id=0) for m in sent]
+
+    async def _allowed(self, group: str, fields: dict[str, str]) -> int:
+        """How often a message may be consumed again: the consumer's ``maxReconsumeTimes``, else
+        the group's retry policy's. Raises ValueError for a maximum that is not a number."""
+        most = fields.get("maxReconsumeTimes")
+        return int(most) if most else (await self._messaging.retry_policy(group)).max_attempts - 1
 
     async def _create_on_first_use(self, topic: str, fields: dict[str, str]) -> None:
         """Create a topic a producer names first, as RocketMQ's broker does when the producer sent
@@ -342,20 +346,19 @@ class RemotingBroker:
         try:
             group, origin_id = fields["group"], fields.get("originMsgId", "")
             offset, level = int(fields["offset"]), int(fields.get("delayLevel", "0"))
-            most = int(fields["maxReconsumeTimes"]) if fields.get("maxReconsumeTimes") else None
         except (KeyError, ValueError) as exc:
             return request.answer(Response.SYSTEM_ERROR, f"a send-back header without a valid {exc}")
         try:
             message = await self._consumed(group, fields.get("originTopic", ""), offset, origin_id)
             if message is None:
                 return request.answer(Response.SYSTEM_ERROR, f"look message by offset failed, {offset}")
-            if most is None:
-                most = (await self._messaging.retry_policy(group)).max_attempts - 1
             reconsumed = int(message.properties.get(DELIVERY_ATTEMPTS, "0"))
             delay = None
-            if reconsumed < most and level >= 0:
+            if reconsumed < await self._allowed(group, fields) and level >= 0:
                 delay = DELAY_LEVELS[min(level or 3 + reconsumed, len(DELAY_LEVELS)) - 1]
             await self._messaging.send_back(group, message, reconsumed + 1, delay)
+        except ValueError as exc:  # its maxReconsumeTimes
+            return request.answer(Response.SYSTEM_ERROR, f"a send-back header without a valid {exc}")
         except errors.HalfmqError as exc:
             return request.answer(code_of(exc), str(exc))
         return request.answer(Response.SUCCESS)
