@@ -11,7 +11,7 @@ from typing import cast
 from broker.clock import Clock, system_clock, to_ms
 from broker.columns import MessageColumns, check_columns
 from broker.delays import DelayService, due_of
-from broker.errors import HalfmqError, InvalidArgument, TopicExists
+from broker.errors import HalfmqError, InvalidArgument, TopicExists, TopicNotFound
 from broker.model import (
     MAX_PULL,
     MAX_QUEUES,
@@ -316,9 +316,13 @@ class MessagingService(PullService):
         return (await self.send([copy]))[0]
 
     async def create_group_topic(self, topic: str) -> None:
-        """Create a group's retry or dead-letter topic, one queue, unless it exists."""
-        with contextlib.suppress(TopicExists):
-            await self.create_topic(topic, 1)
+        """Create a group's retry or dead-letter topic, one queue, unless it exists (looked up in
+        memory: each message sent back asks, and a write for a topic that exists is wasted)."""
+        try:
+            self.topic(topic)
+        except TopicNotFound:
+            with contextlib.suppress(TopicExists):  # another call made it meanwhile
+                await self.create_topic(topic, 1)
 
     async def forward_to_dead_letters(self, group: str, topic: str, receipt_handle: str) -> None:
         """Move a received message to ``group``'s dead-letter topic now. Raises StaleReceiptHandle."""
