@@ -6,7 +6,8 @@ in one table each (``broker.grpc_api.status``). ``code`` is the stable name sent
     HalfmqError
     ├── InvalidArgument          malformed input: names, ids, sizes, counts
     │   ├── MessageTooLarge      a body over the configured limit
-    │   └── InvalidDeliveryTime  a delayed message due beyond the maximum delay
+    │   ├── InvalidDeliveryTime  a delayed message due beyond the maximum delay
+    │   └── InvalidFilter        a filter expression (TAG or SQL92) that does not parse
     ├── NotFound
     │   ├── TopicNotFound        the topic does not exist
     │   ├── DelayedMessageNotFound  a recall of no waiting delayed message
@@ -54,6 +55,10 @@ class InvalidDeliveryTime(InvalidArgument):
     """Raised when a delayed message is due further ahead than the broker's maximum delay."""
 
     code = "INVALID_DELIVERY_TIME"
+
+
+class InvalidFilter(InvalidArgument):
+    """Raised when a consumer's filter expression does not parse, or is of an unknown type."""
 
 
 class MessageTypeMismatch(HalfmqError):

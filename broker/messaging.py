@@ -18,6 +18,7 @@ from broker.model import (
     MAX_RETENTION,
     PULL_BYTES,
     SYSTEM_TOPICS,
+    Admits,
     Appended,
     Message,
     MessageRows,
@@ -258,10 +259,10 @@ class MessagingService(PullService):
         return await self._store.query(self._store.consumer_groups)
 
     async def receive(
-        self, group: str, topic: str, queue_id: int, batch: int, invisible_seconds: float, tags: frozenset[str] | None
+        self, group: str, topic: str, queue_id: int, batch: int, invisible_seconds: float, admits: Admits | None
     ) -> list[Delivery]:
         """Hand ``group`` up to ``batch`` messages of a queue, invisible to it for ``invisible_seconds``
-        unless acknowledged; ``tags`` (None: all) filters by tag. Raises InvalidArgument,
+        unless acknowledged; ``admits`` is the group's filter (None: every message). Raises InvalidArgument,
         HiddenTopic or TopicNotFound."""
         check_name("consumer group", group)
         self._check_queue(topic, queue_id)
@@ -277,7 +278,7 @@ class MessagingService(PullService):
             batch,
             to_ms(invisible_seconds),
             to_ms(self._clock()),
-            (lambda tag: True) if tags is None else (lambda tag: tag in tags),
+            admits,
             PULL_BYTES,
             policy,
         )

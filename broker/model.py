@@ -9,7 +9,7 @@ import random
 import re
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Generic, TypeVar
@@ -44,6 +44,8 @@ MAX_PROPERTIES = 128
 MAX_PROPERTIES_BYTES = 16 * 1024
 MAX_KEYS = 64
 # A delayed message's due time (broker ms), kept with it once delivered: RocketMQ's own name.
+# A consumer's filter: whether the message with this tag and these properties is for it.
+Admits = Callable[[str, Mapping[str, str]], bool]
 DELIVER_AT = "TIMER_DELIVER_MS"
 RESERVED_PROPERTIES = (*SYSTEM_PROPERTIES, "TRANSACTION_CHECK_TIMES", DELIVER_AT)
 # The property holding a FIFO message's message group, RocketMQ's own name for it: messages of one

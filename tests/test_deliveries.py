@@ -10,6 +10,7 @@ from broker.delays import DelayService
 from broker.errors import InvalidArgument, StaleReceiptHandle
 from broker.messaging import MessagingService
 from broker.model import Message
+from broker.rocketmq.filters import compile_filter
 from broker.store import Flush, Store
 from tests.support import FakeClock
 
@@ -73,10 +74,12 @@ def test_a_new_invisible_duration_gives_a_new_handle_and_the_old_one_goes_stale(
     run(messaging.ack("g", "t", redelivered.receipt_handle))
 
 
-def test_groups_are_independent_and_tag_filters_skip_other_tags(service):
+def test_groups_are_independent_and_filters_skip_the_messages_they_do_not_admit(service):
     messaging, _, run, store = service
-    evens = run(messaging.receive("evens", "t", 0, 10, 10, frozenset({"even"})))
+    evens = run(messaging.receive("evens", "t", 0, 10, 10, compile_filter("TAG", "even").admits))
     assert [d.message.body for d in evens] == [b"m0", b"m2", b"m4"]
+    odds = run(messaging.receive("odds", "t", 0, 10, 10, compile_filter("SQL92", "TAGS <> 'even'").admits))
+    assert [d.message.body for d in odds] == [b"m1", b"m3"]
     assert len(run(messaging.receive("all", "t", 0, 10, 10, None))) == 5
     for delivery in evens:
         run(messaging.ack("evens", "t", delivery.receipt_handle))

@@ -22,6 +22,7 @@ from tests.support import BrokerThread, broker_settings
 
 SEND_V2, PULL, END, HEART_BEAT, CHECK, ROUTE = 310, 11, 37, 34, 39, 105
 SEND_BATCH, QUERY_OFFSET, CONSUMER_LIST, NOTIFY, SEND_BACK, LOCK, UNLOCK = 320, 14, 38, 40, 36, 41, 42
+CHECK_CLIENT_CONFIG = 46
 
 
 class Client:
@@ -177,6 +178,38 @@ def test_a_topic_a_producer_names_first_is_created_with_the_queues_it_asks_for(b
     assert send(client, "fresh", 1, b"x", UNIQ_KEY="F1").code == 0
     names = Client(broker.broker.namesrv_port)
     assert json.loads(names.call(ROUTE, topic="fresh").body)["queueDatas"][0]["writeQueueNums"] == 4
+
+
+def test_pulls_are_filtered_by_the_sql92_subscription_they_carry_else_by_the_one_their_group_registered(broker):
+    client = Client(broker.broker.remoting_port)
+    for n in range(6):
+        assert send(client, "orders", 0, b"m%d" % n, UNIQ_KEY=f"S{n}", TAGS="a" if n % 2 else "b", n=str(n)).code == 0
+
+    def filtered(group: str, flags: int, expression: str) -> Command:
+        return client.call(PULL, consumerGroup=group, topic="orders", queueId=0, queueOffset=0, maxMsgNums=32,
+                           sysFlag=flags, subscription=expression, subVersion=0, expressionType="SQL92")  # fmt: skip
+
+    carried = filtered("carried", 0x4, "n >= 3 AND TAGS = 'a'")  # PullSysFlag's subscription flag
+    assert [m["body"] for m in read_messages(carried.body)] == [b"m3", b"m5"]
+    assert carried.fields["nextBeginOffset"] == "6"
+    # A push consumer's pulls carry no subscription: the one its group's heartbeat registered counts.
+    heartbeat = {"clientID": "push-1", "producerDataSet": [], "consumerDataSet": [
+        {"groupName": "pushers", "subscriptionDataSet": [
+            {"topic": "orders", "subString": "n < 2", "expressionType": "SQL92"}]}]}  # fmt: skip
+    assert client.call(HEART_BEAT, json.dumps(heartbeat).encode()).code == 0
+    assert [m["body"] for m in read_messages(filtered("pushers", 0, "*").body)] == [b"m0", b"m1"]
+    none_passes = filtered("carried", 0x4, "n > 100")
+    assert (none_passes.code, none_passes.fields["nextBeginOffset"]) == (20, "6")  # PULL_RETRY_IMMEDIATELY
+
+    def checked(expression: str, kind: str = "SQL92") -> Command:
+        config = {"clientId": "push-1", "group": "pushers",
+                  "subscriptionData": {"topic": "orders", "subString": expression, "expressionType": kind}}  # fmt: skip
+        return client.call(CHECK_CLIENT_CONFIG, json.dumps(config).encode())
+
+    assert checked("n BETWEEN 1 AND 2").code == 0 and checked("a || b", "TAG").code == 0
+    refused = checked("n > 'x'")
+    assert (refused.code, refused.remark) == (23, "'x' cannot be compared by order (>, >=, <, <=, BETWEEN)")
+    assert filtered("carried", 0x4, "n >").code == 23  # SUBSCRIPTION_PARSE_FAILED
 
 
 def join_readers(client: Client, client_id: str) -> Command:

@@ -153,13 +153,22 @@ def test_the_pull_rpcs_read_queues_and_keep_group_offsets_as_the_native_protocol
         )))  # fmt: skip
         assert all(r.message.system_properties.tag == "a" for r in filtered if r.HasField("message"))
         assert filtered[-1].next_offset == len(mine), "the filtered ones are passed over"
-        (sql,) = stub.PullMessage(service.PullMessageRequest(
-            group=group, message_queue=queue, offset=0, batch_size=32,
-            filter_expression=definition.FilterExpression(type=definition.SQL, expression="a > 1"),
-        ))  # fmt: skip
-        assert (sql.status.code, sql.status.message) == (
-            definition.BAD_REQUEST,
-            "SQL filters are not supported; use TAG expressions",
+
+        def by_sql(expression):
+            return list(stub.PullMessage(service.PullMessageRequest(
+                group=group, message_queue=queue, offset=0, batch_size=32,
+                filter_expression=definition.FilterExpression(type=definition.SQL, expression=expression),
+            )))  # fmt: skip
+
+        tagged_b = by_sql("TAGS = 'b' OR TAGS IS NULL")
+        assert [r.message.system_properties.tag for r in tagged_b if r.HasField("message")] == [
+            "b" for r in mine if int(r.message_id.removeprefix("pull-")) % 2 == 0
+        ]
+        assert tagged_b[-1].next_offset == len(mine)
+        (bad,) = by_sql("TAGS > 'b'")
+        assert (bad.status.code, bad.status.message) == (
+            definition.ILLEGAL_FILTER_EXPRESSION,
+            "'b' cannot be compared by order (>, >=, <, <=, BETWEEN)",
         )
         at_end = service.PullMessageRequest(group=group, message_queue=queue, offset=len(mine),
                                             long_polling_timeout={"nanos": 300_000_000})  # fmt: skip

@@ -16,6 +16,10 @@ orderly consumer's way to give up on a message) goes to the dead-letter topic in
 consumed again more often than allowed, or at once while the group holds queue locks.
 
 Orderly consumers lock their queues (LOCK_BATCH_MQ) before reading them, and renew the locks.
+
+A pull is filtered by the subscription it carries, else by the one its group's heartbeats
+registered for the topic (a push consumer's pulls carry none): TAG or SQL92 expressions, the
+latter checked beforehand by the consumer's CHECK_CLIENT_CONFIG.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from broker.remoting.session import RemotingSession
 from broker.remoting.status import code_of
 from broker.retry import DELIVERY_ATTEMPTS, RETRY_PREFIX, dead_letter_topic, origin_of, retry_topic
 from broker.rocketmq.delays import DELAY_LEVELS
-from broker.rocketmq.filters import tags_of
+from broker.rocketmq.filters import TAG, Filter, compile_filter
 from broker.rocketmq.locks import Queue, QueueLocks
 from broker.rocketmq.properties import added_by_broker
 from broker.transaction.registry import ProducerRegistry
@@ -59,6 +63,7 @@ V2_FIELDS = {
 END_TYPES = {0x8: Resolution.COMMIT, 0xC: Resolution.ROLLBACK, 0x0: Resolution.UNKNOWN}
 PULL_COMMIT_OFFSET = 0x1  # PullSysFlag: the pull carries the group's offset to commit
 PULL_SUSPEND = 0x2  # wait for messages when there are none
+PULL_SUBSCRIPTION = 0x4  # the pull carries the subscription to filter by
 _POLL = 0.1  # seconds between looks at an empty queue during long polling
 _DEFAULT_QUEUES = 4  # DefaultMQProducer's defaultTopicQueueNums
 
@@ -76,6 +81,8 @@ class RemotingBroker:
         self._check_timeout = check_timeout
         self._sessions: dict[tuple[Connection, str], RemotingSession] = {}
         self._consumers: dict[str, dict[Connection, str]] = {}  # group: the client id on each connection
+        # (group, topic): the filter its members' heartbeats subscribe with, or why it does not parse
+        self._subscriptions: dict[tuple[str, str], Filter | errors.InvalidFilter] = {}
         self._notices: set[asyncio.Task[None]] = set()  # being written, held until they are
         self._locks = QueueLocks()
 
@@ -97,6 +104,7 @@ class RemotingBroker:
             Request.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
             Request.LOCK_BATCH_MQ: self.lock_queues,
             Request.UNLOCK_BATCH_MQ: self.unlock_queues,
+            Request.CHECK_CLIENT_CONFIG: self.check_client_config,
         }
 
     async def send(self, request: Command, connection: Connection) -> Command:
@@ -227,8 +235,14 @@ class RemotingBroker:
             client_id = str(data.get("clientID", ""))
             producers = [str(p["groupName"]) for p in data.get("producerDataSet") or []]
             consumers = [str(c["groupName"]) for c in data.get("consumerDataSet") or []]
+            subscriptions = {
+                (str(c["groupName"]), str(s["topic"])): _compiled(s)
+                for c in data.get("consumerDataSet") or []
+                for s in c.get("subscriptionDataSet") or []
+            }
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             return request.answer(Response.SYSTEM_ERROR, f"a heartbeat that does not parse: {exc}")
+        self._subscriptions.update(subscriptions)
         for group in producers:
             if (connection, group) not in self._sessions:
                 self._open_session(group, client_id, connection)
@@ -253,6 +267,8 @@ class RemotingBroker:
             self._notify(group)
         else:
             self._consumers.pop(group, None)
+            for key in [key for key in self._subscriptions if key[0] == group]:
+                del self._subscriptions[key]
 
     def _notify(self, group: str) -> None:
         """Tell the group's members its membership changed (one way, as RocketMQ's broker does), so
@@ -283,6 +299,18 @@ class RemotingBroker:
 
         connection.on_close.append(close)
 
+    async def check_client_config(self, request: Command, connection: Connection) -> Command:
+        """Whether the broker takes a consumer's subscription: a consumer filtering by SQL92 asks
+        before it starts, and does not start if refused."""
+        try:
+            subscription = json.loads(request.body).get("subscriptionData") or {}
+            compiled = _compiled(subscription)
+        except (ValueError, AttributeError) as exc:
+            return request.answer(Response.SYSTEM_ERROR, f"a client config that does not parse: {exc}")
+        if isinstance(compiled, errors.InvalidFilter):
+            return request.answer(Response.SUBSCRIPTION_PARSE_FAILED, str(compiled))
+        return request.answer(Response.SUCCESS)
+
     async def unregister(self, request: Command, connection: Connection) -> Command:
         fields = request.fields
         session = self._sessions.pop((connection, fields.get("producerGroup", "")), None)
@@ -302,9 +330,11 @@ class RemotingBroker:
             suspend_ms = int(fields.get("suspendTimeoutMillis", "0"))
         except (KeyError, ValueError) as exc:
             return request.answer(Response.SYSTEM_ERROR, f"a pull header without a valid {exc}")
-        if fields.get("expressionType", "TAG") != "TAG":
-            return request.answer(Response.SYSTEM_ERROR, "halfmq filters by TAG expressions only")
-        tags = tags_of(fields.get("subscription", "*"))
+        wanted = self._subscriptions.get((group, topic))
+        if flags & PULL_SUBSCRIPTION or wanted is None:
+            wanted = _compiled(fields)
+        if isinstance(wanted, errors.InvalidFilter):
+            return request.answer(Response.SUBSCRIPTION_PARSE_FAILED, str(wanted))
         deadline = time.monotonic() + (suspend_ms / 1000 if flags & PULL_SUSPEND else 0)
         try:
             if flags & PULL_COMMIT_OFFSET and int(fields.get("commitOffset", "-1")) >= 0:
@@ -321,7 +351,7 @@ class RemotingBroker:
                 pulled = await self._messaging.pull(topic, queue_id, offset, most)
         except errors.HalfmqError as exc:
             return request.answer(code_of(exc), str(exc))
-        kept = [m for m in pulled.messages if tags is None or m.tags in tags]
+        kept = [m for m in pulled.messages if wanted.admits(m.tags, m.properties)]
         ranges: dict[str, Any] = {"suggestWhichBrokerId": 0, "nextBeginOffset": pulled.next_offset,
                                   "minOffset": pulled.min_offset, "maxOffset": pulled.max_offset}  # fmt: skip
         if kept:
@@ -466,3 +496,13 @@ def _moved(offset: int, low: int, high: int) -> int | None:
     if offset < low:
         return low
     return high if offset > high else None
+
+
+def _compiled(subscription: dict[str, Any]) -> Filter | errors.InvalidFilter:
+    """The filter a subscription (a pull header's or a heartbeat's) names, or why it does not
+    parse: its ``subString``, or a pull's ``subscription``, of ``expressionType``."""
+    expression = subscription.get("subString", subscription.get("subscription"))
+    try:
+        return compile_filter(str(subscription.get("expressionType") or TAG), str(expression or "*"))
+    except errors.InvalidFilter as exc:
+        return exc

@@ -7,10 +7,9 @@ from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from broker import errors
 from broker.model import DELIVER_AT, MESSAGE_GROUP, StoredMessage
 from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, ORIGIN_TOPIC
-from broker.rocketmq.filters import tags_of
+from broker.rocketmq.filters import SQL92, TAG, Filter, compile_filter
 from broker.rocketmq.properties import added_by_broker
 from broker.rocketmq_api.protocol import load
 
@@ -82,8 +81,6 @@ def _type_of(message: StoredMessage, message_group: str | None, timed: bool) -> 
     return int(definition.TRANSACTION if message.transaction_id else definition.NORMAL)
 
 
-def tag_filter(expression: Any) -> frozenset[str] | None:
-    """The tags a TAG filter expression (``a||b``) admits; None for ``*`` or no filter."""
-    if expression.type == definition.SQL:
-        raise errors.InvalidArgument("SQL filters are not supported; use TAG expressions")
-    return tags_of(expression.expression)
+def filter_of(expression: Any) -> Filter:
+    """A FilterExpression compiled: TAG (``a||b``, ``*``; also when unset) or SQL92."""
+    return compile_filter(SQL92 if expression.type == definition.SQL else TAG, expression.expression)

@@ -20,8 +20,8 @@ import grpc
 
 from broker import errors
 from broker.messaging import MessagingService
-from broker.model import MESSAGE_GROUP, Message, MessageType, Resolution, Source
-from broker.rocketmq_api.convert import group_of, tag_filter, timestamp, to_rocketmq
+from broker.model import MESSAGE_GROUP, Admits, Message, MessageType, Resolution, Source
+from broker.rocketmq_api.convert import filter_of, group_of, timestamp, to_rocketmq
 from broker.rocketmq_api.protocol import load
 from broker.rocketmq_api.session import TelemetrySession
 from broker.rocketmq_api.status import status
@@ -230,9 +230,9 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         """
         deadline = self._deadline(request.long_polling_timeout, context)
         try:
-            tags = tag_filter(request.filter_expression)
+            wanted = filter_of(request.filter_expression)
             while True:
-                received = await self._receive_any(request, tags)
+                received = await self._receive_any(request, None if wanted.everything else wanted.admits)
                 if received or time.monotonic() + _POLL >= deadline:
                     break
                 await asyncio.sleep(_POLL)
@@ -254,7 +254,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
             )
             await context.write(service.ReceiveMessageResponse(message=message))
 
-    async def _receive_any(self, request: Any, tags: frozenset[str] | None) -> list[Delivery]:
+    async def _receive_any(self, request: Any, admits: Admits | None) -> list[Delivery]:
         group, topic = request.group.name, request.message_queue.topic.name
         batch = request.batch_size or 32
         invisible = request.invisible_duration.ToMilliseconds() / 1000 or 30.0
@@ -263,7 +263,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         received: list[Delivery] = []
         for i in range(queues):
             received += await self._messaging.receive(
-                group, topic, (start + i) % queues, batch - len(received), invisible, tags
+                group, topic, (start + i) % queues, batch - len(received), invisible, admits
             )
             if len(received) >= batch:
                 break
@@ -326,7 +326,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         topic, queue_id = request.message_queue.topic.name, request.message_queue.id
         deadline = self._deadline(request.long_polling_timeout, context)
         try:
-            tags = tag_filter(request.filter_expression)
+            wanted = filter_of(request.filter_expression)
             while True:
                 pulled = await self._messaging.pull(topic, queue_id, request.offset, request.batch_size or 32)
                 if pulled.messages or time.monotonic() + _POLL >= deadline:
@@ -341,7 +341,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         else:
             await context.write(service.PullMessageResponse(status=status()))
             for message in pulled.messages:
-                if tags is None or message.tags in tags:
+                if wanted.admits(message.tags, message.properties):
                     await context.write(service.PullMessageResponse(message=to_rocketmq(message)))
         await context.write(service.PullMessageResponse(next_offset=pulled.next_offset))
 

@@ -14,6 +14,7 @@ CODES = {
     errors.HiddenTopic: definition.ILLEGAL_TOPIC,
     errors.MessageTooLarge: definition.MESSAGE_BODY_TOO_LARGE,
     errors.InvalidDeliveryTime: definition.ILLEGAL_DELIVERY_TIME,
+    errors.InvalidFilter: definition.ILLEGAL_FILTER_EXPRESSION,
     errors.DelayedMessageNotFound: definition.NOT_FOUND,
     errors.MessageTypeMismatch: definition.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
     errors.TransactionNotFound: definition.INVALID_TRANSACTION_ID,

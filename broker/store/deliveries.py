@@ -9,12 +9,13 @@ sequence, so an older handle is stale.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.errors import StaleReceiptHandle
-from broker.model import MESSAGE_GROUP, StoredMessage, message_size
+from broker.model import MESSAGE_GROUP, Admits, StoredMessage, message_size
 from broker.retry import RetryPolicy
 from broker.store.reads import queue_range_of
 from broker.store.sql import MESSAGE_COLUMNS, row_to_message, set_consumer_offset
@@ -81,16 +82,17 @@ def receive(
     batch: int,
     invisible_ms: int,
     now_ms: int,
-    wanted: Callable[[str], bool],
+    admits: Admits | None,
     max_bytes: int,
     policy: RetryPolicy,
     dead_letter: DeadLetter,
 ) -> Callable[[sqlite3.Connection], list[Delivery]]:
     """A job handing out up to ``batch`` visible messages, within ``max_bytes`` (at least one);
-    messages whose tag is not ``wanted`` count as consumed. One delivered ``policy.max_attempts``
-    times already and visible again goes to ``dead_letter`` instead, and counts as consumed: the
-    copy and its leaving the group's deliveries are one write. A FIFO group gets a message group's
-    first unacknowledged message only, and none while it is in flight."""
+    messages the consumer's filter does not admit (None admits all) count as consumed. One
+    delivered ``policy.max_attempts`` times already and visible again goes to ``dead_letter``
+    instead, and counts as consumed: the copy and its leaving the group's deliveries are one
+    write. A FIFO group gets a message group's first unacknowledged message only, and none while
+    it is in flight."""
 
     def work(conn: sqlite3.Connection) -> list[Delivery]:
         start = _watermark(conn, group, topic, queue_id)
@@ -99,7 +101,7 @@ def receive(
         # FIFO group also looks at those in flight: they hold their message group back). The
         # join skips the others in SQL, however many lie ahead.
         candidates = conn.execute(
-            "SELECT m.queue_offset, m.tags, d.attempts, d.handle_seq, d.visible_at,"
+            "SELECT m.queue_offset, m.tags, m.properties, d.attempts, d.handle_seq, d.visible_at,"
             f" json_extract(m.properties, '$.{MESSAGE_GROUP}') FROM messages m LEFT JOIN deliveries d"
             " ON d.consumer_group = ? AND d.topic = m.topic AND d.queue_id = m.queue_id"
             " AND d.queue_offset = m.queue_offset"
@@ -111,7 +113,7 @@ def receive(
         out: list[Delivery] = []
         total = 0
         held: set[str] = set()  # message groups whose first unacknowledged message came up
-        for offset, tags, attempts, seq, visible_at, message_group in candidates:
+        for offset, tags, properties, attempts, seq, visible_at, message_group in candidates:
             if policy.fifo and message_group is not None:
                 if message_group in held:
                     continue
@@ -119,7 +121,7 @@ def receive(
             if visible_at is not None and visible_at > now_ms:  # in flight (a FIFO group's)
                 continue
             attempts, seq = attempts or 0, seq or 0
-            if not wanted(tags):
+            if admits is not None and not admits(tags, json.loads(properties)):
                 _upsert(conn, group, topic, queue_id, offset, now_ms, attempts, seq, acked=1)
                 held.discard(message_group)
                 continue

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Callable
 
-from broker.model import DLQ_PREFIX, Message, StoredMessage, Topic
+from broker.model import DLQ_PREFIX, Admits, Message, StoredMessage, Topic
 from broker.retry import RetryPolicy, dead_letter_properties, dead_letter_topic
 from broker.store import deliveries
 from broker.store.deliveries import Delivery
@@ -34,18 +33,18 @@ class OffsetStore(LogStore):
         batch: int,
         invisible_ms: int,
         now_ms: int,
-        wanted: Callable[[str], bool],
+        admits: Admits | None,
         max_bytes: int,
         policy: RetryPolicy,
     ) -> list[Delivery]:
         """Hand out up to ``batch`` visible, unacknowledged messages of a queue to ``group``, within
-        ``max_bytes`` (at least one); ``wanted`` filters by tag. One delivered the policy's
+        ``max_bytes`` (at least one); ``admits`` is the consumer's filter. One delivered the policy's
         maximum times already goes to the group's dead-letter topic instead; a FIFO group gets
         one message of a message group at a time."""
         dead_letter, moved = self._dead_letter(group, now_ms)
         received = await self._writer.run(
             deliveries.receive(
-                group, topic, queue_id, batch, invisible_ms, now_ms, wanted, max_bytes, policy, dead_letter
+                group, topic, queue_id, batch, invisible_ms, now_ms, admits, max_bytes, policy, dead_letter
             )
         )
         self._known_dead_letters(moved)
