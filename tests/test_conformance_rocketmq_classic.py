@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from halfmq_peers.java import java_program
 from halfmq_testing import EmbeddedBroker
 from halfmq_testing.peers import RunningPeer
-from tests.conformance.java import java_program
 from tests.conformance.judge import judge_program
 from tests.test_conformance_rocketmq import Client, alike, needs, prepare_halfmq, prepare_peer
 
@@ -40,7 +40,7 @@ GO_MODULE = "github.com/apache/rocketmq-client-go/v2"
 BUILD_TIMEOUT = 600  # seconds
 # Each client's scenarios, by the fixture that builds it.
 SCENARIOS = {
-    "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly", "scheduled"],
+    "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly", "scheduled", "filter"],
     "go_client": ["quickstart", "transaction", "scheduled"],
 }
 

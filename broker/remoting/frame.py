@@ -18,6 +18,10 @@ from enum import IntEnum
 MAX_FRAME = 16 * 1024 * 1024  # bytes after the length: RocketMQ's frameMaxLength
 RESPONSE = 1  # flag bits: the command answers a request
 ONEWAY = 2  # the request expects no answer
+# The version answers carry: RocketMQ 5.5.0's (MQVersion.Version.V5_5_0's ordinal). Clients learn
+# the broker's version from its answer to their heartbeat and refuse to pull with an SQL92 filter
+# from one older than 4.1.0.
+VERSION = 514
 LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS", "RUST")
 _BINARY_HEAD = struct.Struct(">hBhii")
 
@@ -63,6 +67,7 @@ class Command:
             fields={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in fields.items() if v is not None},
             remark=remark,
             body=body,
+            version=VERSION,
             encoding=self.encoding,
         )
 

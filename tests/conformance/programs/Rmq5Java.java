@@ -68,7 +68,7 @@ public class Rmq5Java {
     /** What each scenario uses: topics (suffix, queues, message type), groups (suffix, max attempts, fifo). */
     static final Map<String, Needs> NEEDS = Map.of(
         "normal", new Needs(List.of(new Topic("orders", 2, "NORMAL")),
-            List.of(new Group("readers", null, false), new Group("tagged", null, false))),
+            List.of(new Group("readers", null, false), new Group("tagged", null, false), new Group("sql", null, false))),
         "async-send", new Needs(List.of(new Topic("async", 2, "NORMAL")), List.of(new Group("readers", null, false))),
         "delay", new Needs(List.of(new Topic("delayed", 2, "DELAY")), List.of(new Group("readers", null, false))),
         "fifo", new Needs(List.of(new Topic("line", 1, "FIFO")), List.of(new Group("fifo", null, true))),
@@ -131,15 +131,22 @@ public class Rmq5Java {
         }
 
         SimpleConsumer consumer(String group, String topic, String tag) throws ClientException {
+            return consumer(group, topic, new FilterExpression(tag, FilterExpressionType.TAG));
+        }
+
+        SimpleConsumer consumer(String group, String topic, FilterExpression filter) throws ClientException {
             return provider.newSimpleConsumerBuilder()
                 .setClientConfiguration(configuration)
                 .setConsumerGroup(group)
                 .setAwaitDuration(AWAIT)
-                .setSubscriptionExpressions(Collections.singletonMap(topic, new FilterExpression(tag, FilterExpressionType.TAG)))
+                .setSubscriptionExpressions(Collections.singletonMap(topic, filter))
                 .build();
         }
 
-        /** Messages with keys, a tag and properties, read by one group whole and by one filtering by tag. */
+        /**
+         * Messages with keys, a tag and properties, read by one group whole, one filtering by tag and
+         * one by an SQL92 expression over the properties and the tag.
+         */
         Map<String, Object> normal() throws Exception {
             String topic = prefix + "-orders";
             List<SendReceipt> receipts = new ArrayList<>();
@@ -164,12 +171,18 @@ public class Rmq5Java {
             try (SimpleConsumer filtering = consumer(prefix + "-tagged", topic, "paid")) {
                 tagged = drain(filtering, 2, WAIT, 15);
             }
+            List<MessageView> selected;
+            FilterExpression sql = new FilterExpression("TAGS = 'paid' AND n > 1 OR n = 0", FilterExpressionType.SQL92);
+            try (SimpleConsumer selecting = consumer(prefix + "-sql", topic, sql)) {
+                selected = drain(selecting, 2, WAIT, 15);
+            }
             Map<String, Object> outcome = new TreeMap<>();
             outcome.put("sent", receipts.size());
             outcome.put("ids_distinct", distinctIds(receipts) == receipts.size());
             outcome.put("count", read.size());
             outcome.put("read", byBody(read));
             outcome.put("read_by_tag", tagged.stream().map(Rmq5Java::body).sorted().toList());
+            outcome.put("read_by_sql", selected.stream().map(Rmq5Java::body).sorted().toList());
             return outcome;
         }
 

@@ -3,7 +3,9 @@
  * written as RocketMQ's own examples are (example/: quickstart Producer, simple AsyncProducer and
  * OnewayProducer, batch SimpleBatchProducer, transaction TransactionProducer and
  * TransactionListenerImpl, quickstart Consumer, order Producer and Consumer, schedule
- * ScheduledMessageProducer and timer TimerMessageProducer, simple LitePullConsumerAssign); each prints its observable outcome as
+ * ScheduledMessageProducer and timer TimerMessageProducer, filter TagFilterProducer,
+ * SqlFilterProducer and their consumers, simple LitePullConsumerAssign and
+ * LitePullConsumerSubscribe); each prints its observable outcome as
  * one JSON line, the same against halfmq's name server and against Apache RocketMQ's.
  *
  *     java RmqClassicJava.java NAMESRV PREFIX SCENARIO    run SCENARIO, print its outcome
@@ -40,10 +42,12 @@ import java.util.stream.Collectors;
 import java.util.stream.Stream;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendCallback;
@@ -78,7 +82,8 @@ public class RmqClassicJava {
         "transaction", List.of(new Topic("txn", 2, "TRANSACTION")),
         "retry", List.of(new Topic("retry", 1, "NORMAL")),
         "orderly", List.of(new Topic("orderly", 2, "NORMAL")),
-        "scheduled", List.of(new Topic("scheduled", 1, "DELAY")));
+        "scheduled", List.of(new Topic("scheduled", 1, "DELAY")),
+        "filter", List.of(new Topic("filter", 2, "NORMAL")));
 
     public static void main(String[] args) throws Exception {
         if (args[0].equals("--needs")) {
@@ -99,6 +104,7 @@ public class RmqClassicJava {
             case "retry" -> scenarios.retry();
             case "orderly" -> scenarios.orderly();
             case "scheduled" -> scenarios.scheduled();
+            case "filter" -> scenarios.filter();
             default -> throw new IllegalArgumentException("no scenario " + args[2]);
         };
         System.out.println(json(outcome));
@@ -485,6 +491,99 @@ public class RmqClassicJava {
                 seen.put("not_before_due", m.getStoreTimestamp() - m.getBornTimestamp() >= delays.get(body(m)) - 1_000);
                 return seen;
             }).sorted(BY_BODY).toList());
+            return outcome;
+        }
+
+        /**
+         * The filter examples: 12 messages tagged TagA, TagB and TagC in turn, with properties a (their
+         * number), f (a decimal) and, on some, s; then a push consumer of its own group per filter, TAG
+         * (TagFilterConsumer's) or SQL92 (SqlFilterConsumer's, and others that reach RocketMQ's
+         * three-valued logic and its reading of properties as numbers), and a LitePullConsumerSubscribe
+         * with an SQL92 filter, whose pulls carry it. Each records the bodies it got; a filter that does
+         * not parse records the code its consumer's start fails with.
+         */
+        Map<String, Object> filter() throws Exception {
+            String topic = prefix + "-filter";
+            String[] tags = {"TagA", "TagB", "TagC"};
+            DefaultMQProducer producer = producer(topic);
+            try {
+                for (int i = 0; i < 12; i++) {
+                    Message msg = message(topic, tags[i % 3], "f-" + i, "filter " + i, i);
+                    msg.putUserProperty("a", String.valueOf(i));
+                    msg.putUserProperty("f", i + ".5");
+                    if (i % 4 != 0) {
+                        msg.putUserProperty("s", i % 2 == 0 ? "hello " + i : "world " + i);
+                    }
+                    producer.send(msg, TIMEOUT);
+                }
+            } finally {
+                producer.shutdown();
+            }
+            Map<String, MessageSelector> filters = new TreeMap<>();
+            filters.put("tag", MessageSelector.byTag("TagA || TagC"));
+            filters.put("sql-example", MessageSelector.bySql(
+                "(TAGS is not null and TAGS in ('TagA', 'TagB')) and (a is not null and a between 0 and 3)"));
+            filters.put("sql-null", MessageSelector.bySql("s STARTSWITH 'he' OR s IS NULL"));
+            filters.put("sql-unknown", MessageSelector.bySql("NOT (s CONTAINS 'world') AND s <> 'hello 6'"));
+            filters.put("sql-numbers", MessageSelector.bySql("f > 2 OR a >= 10.5 OR (a > 7 AND a < 9)"));
+            filters.put("sql-bad", MessageSelector.bySql("a > 'x'"));
+            Map<String, Object> outcome = new TreeMap<>();
+            Map<String, Set<String>> got = new TreeMap<>();
+            List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+            try {
+                for (Map.Entry<String, MessageSelector> entry : filters.entrySet()) {
+                    Set<String> bodies = Collections.synchronizedSet(new TreeSet<>());
+                    DefaultMQPushConsumer consumer = pushConsumer(prefix + "-" + entry.getKey(), topic, 16);
+                    consumer.subscribe(topic, entry.getValue());
+                    consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                        msgs.forEach(m -> bodies.add(body(m)));
+                        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                    });
+                    try {
+                        consumer.start();
+                        consumers.add(consumer);
+                        got.put(entry.getKey(), bodies);
+                    } catch (MQClientException e) {
+                        outcome.put(entry.getKey() + "-refused", e.getResponseCode());
+                        consumer.shutdown();
+                    }
+                }
+                Set<String> pulled = new TreeSet<>();
+                DefaultLitePullConsumer litePullConsumer = new DefaultLitePullConsumer(prefix + "-lite-sql");
+                litePullConsumer.setNamesrvAddr(namesrv);
+                litePullConsumer.setMqClientApiTimeout(TIMEOUT);
+                litePullConsumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+                litePullConsumer.subscribe(topic, MessageSelector.bySql("a IN ('1', '2', '11') OR TAGS = 'TagC' AND a < 4"));
+                litePullConsumer.start();
+                try {
+                    long deadline = System.currentTimeMillis() + WAIT;
+                    long grew = System.currentTimeMillis();
+                    while (System.currentTimeMillis() < deadline && (pulled.isEmpty() || System.currentTimeMillis() - grew < SETTLE)) {
+                        int before = pulled.size();
+                        litePullConsumer.poll(1000).forEach(m -> pulled.add(body(m)));
+                        if (pulled.size() > before) {
+                            grew = System.currentTimeMillis();
+                        }
+                    }
+                } finally {
+                    litePullConsumer.shutdown();
+                }
+                got.put("lite-pull-sql", pulled);
+                // The push consumers have had as long; then until none got anything for a while.
+                int total = -1;
+                long deadline = System.currentTimeMillis() + WAIT;
+                while (System.currentTimeMillis() < deadline) {
+                    int now = got.values().stream().mapToInt(Set::size).sum();
+                    if (now == total && now > 0) {
+                        break;
+                    }
+                    total = now;
+                    Thread.sleep(SETTLE);
+                }
+            } finally {
+                consumers.forEach(DefaultMQPushConsumer::shutdown);
+            }
+            got.forEach((name, bodies) -> outcome.put(name, new ArrayList<>(bodies)));
             return outcome;
         }
 

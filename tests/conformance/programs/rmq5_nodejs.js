@@ -17,7 +17,7 @@ const DELAY = 5; // seconds ahead a delayed message is due
 
 // What each scenario uses: topics [suffix, queues, message type], groups [suffix, max attempts, fifo].
 const NEEDS = {
-  "normal": [[["orders", 2, "NORMAL"]], [["readers", null, false], ["tagged", null, false]]],
+  "normal": [[["orders", 2, "NORMAL"]], [["readers", null, false], ["tagged", null, false], ["sql", null, false]]],
   "async-send": [[["async", 2, "NORMAL"]], [["readers", null, false]]],
   "delay": [[["delayed", 2, "DELAY"]], [["readers", null, false]]],
   "fifo": [[["line", 1, "FIFO"]], [["fifo", null, true]]],
@@ -38,9 +38,11 @@ if (process.argv[2] === "--needs") {
 }
 
 const {
-  ClientException, ConsumeResult, InternalErrorException, Producer, PushConsumer, SimpleConsumer,
+  ClientException, ConsumeResult, FilterExpression, InternalErrorException, Producer, PushConsumer, SimpleConsumer,
 } = require("rocketmq-client-nodejs");
-const { Code, TransactionResolution } = require("rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb");
+const {
+  Code, FilterType, TransactionResolution,
+} = require("rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb");
 
 const CODE_NAMES = new Map(Object.entries(Code).map(([name, number]) => [number, name]));
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -130,7 +132,8 @@ function codeName(error) {
   return code === undefined ? error.name : CODE_NAMES.get(Number(code)) ?? String(code);
 }
 
-// Messages with keys, a tag and properties, read by one group whole and by one filtering by tag.
+// Messages with keys, a tag and properties, read by one group whole, one filtering by tag and one
+// by an SQL92 expression over the properties and the tag.
 async function normal(endpoints, prefix) {
   const topic = `${prefix}-orders`;
   const sender = await producer(endpoints, topic);
@@ -147,9 +150,14 @@ async function normal(endpoints, prefix) {
   const filtering = await consumer(endpoints, `${prefix}-tagged`, topic, "paid");
   const tagged = await drain(filtering, 2);
   await filtering.shutdown();
+  const sql = new FilterExpression("TAGS = 'paid' AND n > 1 OR n = 0", FilterType.SQL);
+  const selecting = await consumer(endpoints, `${prefix}-sql`, topic, sql);
+  const selected = await drain(selecting, 2);
+  await selecting.shutdown();
   return {
     sent: receipts.length, ids_distinct: new Set(receipts.map((r) => r.messageId)).size === receipts.length,
     count: read.length, read: byBody(read), read_by_tag: tagged.map(text).sort(),
+    read_by_sql: selected.map(text).sort(),
   };
 }
 

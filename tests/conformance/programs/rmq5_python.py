@@ -24,10 +24,11 @@ WAIT = 30.0  # seconds a scenario waits for what it expects before it records wh
 AWAIT = 1  # seconds a receive long-polls (the peer's proxy is configured to allow it)
 EMPTY_ROUNDS = 3  # empty receives in a row that end a drain
 DELAY = 5  # seconds ahead a delayed message is due
+SQL_FILTER = "TAGS = 'paid' AND n > 1 OR n = 0"  # the normal scenario's SQL92 filter
 
 # What each scenario uses: topics (suffix, queues, message type), groups (suffix, max attempts, fifo).
 NEEDS: dict[str, tuple[list[tuple[str, int, str]], list[tuple[str, int | None, bool]]]] = {
-    "normal": ([("orders", 2, "NORMAL")], [("readers", None, False), ("tagged", None, False)]),
+    "normal": ([("orders", 2, "NORMAL")], [("readers", None, False), ("tagged", None, False), ("sql", None, False)]),
     "async-send": ([("async", 2, "NORMAL")], [("readers", None, False)]),
     "delay": ([("delayed", 2, "DELAY")], [("readers", None, False)]),
     "fifo": ([("line", 1, "FIFO")], [("fifo", None, True)]),
@@ -62,7 +63,7 @@ from rocketmq import (  # noqa: E402
     TransactionChecker,
     TransactionResolution,
 )
-from rocketmq.grpc_protocol import Code  # noqa: E402
+from rocketmq.grpc_protocol import Code, FilterType  # noqa: E402
 from rocketmq.v5.exception import ClientException, InternalErrorException  # noqa: E402
 
 
@@ -89,9 +90,10 @@ def producer(endpoint: str, *topics: str, checker: TransactionChecker | None = N
     return started
 
 
-def consumer(endpoint: str, group: str, topic: str, expression: str = "*") -> SimpleConsumer:
+def consumer(endpoint: str, group: str, topic: str, expression: str = "*", kind: int = FilterType.TAG
+             ) -> SimpleConsumer:  # fmt: skip
     started = SimpleConsumer(
-        configuration(endpoint), group, {topic: FilterExpression(expression)}, await_duration=AWAIT
+        configuration(endpoint), group, {topic: FilterExpression(expression, kind)}, await_duration=AWAIT
     )
     started.startup()
     return started
@@ -154,7 +156,8 @@ def code_name(exc: ClientException) -> str:
 
 
 def normal(endpoint: str, prefix: str) -> Outcome:
-    """Messages with keys, a tag and properties, read by one group whole and by one filtering by tag."""
+    """Messages with keys, a tag and properties, read by one group whole, one filtering by tag and
+    one by an SQL92 expression over the properties and the tag."""
     topic = f"{prefix}-orders"
     sender = producer(endpoint, topic)
     receipts = [
@@ -169,9 +172,13 @@ def normal(endpoint: str, prefix: str) -> Outcome:
     filtering = consumer(endpoint, f"{prefix}-tagged", topic, "paid")
     tagged = drain(filtering, 2)
     filtering.shutdown()
+    selecting = consumer(endpoint, f"{prefix}-sql", topic, SQL_FILTER, FilterType.SQL)
+    selected = drain(selecting, 2)
+    selecting.shutdown()
     return {"sent": len(receipts), "ids_distinct": len({r.message_id for r in receipts}) == len(receipts),
             "count": len(read), "read": by_body(read),
-            "read_by_tag": sorted(m.body.decode() for m in tagged)}  # fmt: skip
+            "read_by_tag": sorted(m.body.decode() for m in tagged),
+            "read_by_sql": sorted(m.body.decode() for m in selected)}  # fmt: skip
 
 
 def async_send(endpoint: str, prefix: str) -> Outcome:
