@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from broker.batches import BatchService
 from broker.checkpoints import Checkpointer
+from broker.clients import Clients
 from broker.clock import Clock, system_clock
 from broker.config import Settings
 from broker.controls import ControlledClock, TestControls
@@ -66,6 +67,7 @@ class Broker:
         self.metrics.watch_delayed(self.store.delayed_by_topic)
         self.metrics.watch_retries(self.store.retry_counts)
         self.registry = ProducerRegistry()
+        self.clients = Clients()
         self.packer = Packer(self.store, segment_to_pb, metrics=self.metrics)
         self.delays = DelayService(self.store, max_delay=settings.max_delay, clock=self.clock)
         self.messaging = MessagingService(
@@ -133,6 +135,8 @@ class Broker:
             auto_create_topics=settings.auto_create_topics,
         )
         self.pull_processes = PullProcesses(settings, on_restart=self.metrics.pull_process_restarted)
+        self.clients.add_source(self.kafka_groups.clients)
+        self.clients.add_source(self._remoting_broker.clients)
 
     async def start(self) -> None:
         """Create the configured topics, serve every front end on its port, start the background
@@ -172,6 +176,7 @@ class Broker:
             self.batches,
             self.kafka_txns,
             self.registry,
+            self.clients,
             check_timeout=settings.check_timeout,
             pull_ports=pull_ports,
             faults=faults,
@@ -182,6 +187,7 @@ class Broker:
             messaging=self.messaging,
             transactions=self.transactions,
             registry=self.registry,
+            clients=self.clients,
             metrics=self.metrics,
             clock=self.clock,
             ports=self.ports,
@@ -223,6 +229,7 @@ class Broker:
                     self.messaging,
                     self.transactions,
                     self.registry,
+                    self.clients,
                     advertised=settings.advertised_address,
                     bound=(settings.host, port),
                     max_body_bytes=settings.max_body_bytes,

@@ -128,6 +128,9 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
     if resource == "consumers" and action == "retries":
         counts = client.get("/consumers/retries")
         return counts, table(counts, ("group", "retrying", "dead_letters"))
+    if resource == "clients":
+        connected = client.get("/clients")
+        return connected, table(connected, ("protocol", "group", "role", "client_id", "address"))
     if resource == "consumers" and action == "kafka-groups":
         groups = client.get("/kafka-groups")
         members = [
@@ -238,6 +241,8 @@ def parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         help="a FIFO group gets one message of a message group at a time (--no-fifo: concurrent, the default)",
     )
+
+    command(resources, "clients", help="the clients connected now, by protocol and group").set_defaults(action="list")
 
     send = command(resources, "send", help="send a normal test message")
     send.add_argument("topic")

@@ -108,6 +108,12 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
             page.wait_for_selector("tr.kafka-group-row", timeout=30_000)
             assert page.inner_text("#kafka-group-rows").split()[:2] == ["kafka-billing", "Stable"]
             assert "orders/0 orders/1 orders/2 orders/3" in page.inner_text("#kafka-group-rows")
+            page.wait_for_function(  # the transactional producer's session and the Kafka member
+                "() => ['grpc shop producer', 'kafka kafka-billing consumer'].every((row) =>"
+                " [...document.querySelectorAll('tr.client-row')].some((tr) =>"
+                " [...tr.cells].slice(0, 3).map((td) => td.textContent).join(' ') === row))",
+                timeout=30_000,
+            )
             kafka_member.close()
             stop.set()
             sender.join(30)

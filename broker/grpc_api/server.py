@@ -50,3 +50,8 @@ def create_server(
     )
     add_pull_handlers(servicer, server)
     return server, bind(server, address, tls)
+
+
+def peer_address(context: grpc.aio.ServicerContext) -> str:
+    """The client's host:port, from gRPC's peer name (``ipv4:127.0.0.1:5000``, ``ipv6:[::1]:5000``)."""
+    return str(context.peer()).partition(":")[2]

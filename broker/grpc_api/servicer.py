@@ -8,6 +8,7 @@ from typing import Any
 import grpc
 
 from broker.batches import BatchService
+from broker.clients import Clients
 from broker.controls import Faults
 from broker.errors import HalfmqError, InvalidArgument
 from broker.grpc_api.convert import (
@@ -73,6 +74,7 @@ class BrokerServicer(PullServicer):
         batches: BatchService,
         kafka_txns: KafkaTxnService,
         registry: ProducerRegistry,
+        clients: Clients,
         *,
         check_timeout: float,
         pull_ports: Sequence[int] = (),
@@ -86,6 +88,7 @@ class BrokerServicer(PullServicer):
         self._batches = batches
         self._kafka_txns = kafka_txns
         self._registry = registry
+        self._clients = clients
         self._check_timeout = check_timeout
         self._faults = faults
 
@@ -206,7 +209,9 @@ class BrokerServicer(PullServicer):
         return [item if isinstance(item, HalfmqError) else next(ended) for item in items]
 
     async def ProducerSession(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> None:
-        await serve_session(context, self._registry, self._transactions, check_timeout=self._check_timeout)
+        await serve_session(
+            context, self._registry, self._transactions, self._clients, check_timeout=self._check_timeout
+        )
 
     @translate_errors
     async def CommitConsumerOffset(

@@ -9,8 +9,10 @@ from collections.abc import Callable
 
 import grpc
 
+from broker.clients import PRODUCER, Client, Clients
 from broker.errors import HalfmqError
 from broker.grpc_api.convert import resolution_from_pb, stored_to_pb
+from broker.grpc_api.server import peer_address
 from broker.model import check_client_id, check_name
 from broker.transaction.outbox import Check, CheckRequest, Outbox, closing_current_task
 from broker.transaction.registry import ProducerRegistry
@@ -59,6 +61,7 @@ async def serve_session(
     context: grpc.aio.ServicerContext,
     registry: ProducerRegistry,
     transactions: TransactionService,
+    clients: Clients,
     *,
     check_timeout: float,
 ) -> None:
@@ -85,6 +88,8 @@ async def serve_session(
     await context.write(pb.SessionDown(welcome=pb.Welcome(session_id=uuid.uuid4().hex)))
     writer = asyncio.create_task(session.outbox.run())
     registry.register(session)
+    client = Client("grpc", session.producer_group, PRODUCER, session.client_id, peer_address(context))
+    clients.joined(client)
     answers: set[asyncio.Task[None]] = set()
     try:
         while (up := await context.read()) is not grpc.aio.EOF:
@@ -95,6 +100,7 @@ async def serve_session(
                 task.add_done_callback(answers.discard)
     finally:
         registry.unregister(session)
+        clients.left(client)
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)
         if answers:

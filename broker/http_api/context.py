@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
+from broker.clients import Clients
 from broker.clock import Clock
 from broker.config import Settings
 from broker.controls import TestControls
@@ -25,6 +26,7 @@ class AdminContext:
     messaging: MessagingService
     transactions: TransactionService
     registry: ProducerRegistry
+    clients: Clients
     metrics: Metrics
     clock: Clock
     ports: Callable[[], dict[str, int]]  # each protocol's bound port

@@ -176,6 +176,16 @@ class KafkaGroupOut(BaseModel):
     members: list[KafkaMemberOut]
 
 
+class ClientOut(BaseModel):
+    """A connected client, under one group it produces to or consumes for."""
+
+    protocol: str = Field(description="the port it came through: grpc (native), rocketmq, remoting, kafka")
+    group: str = Field(description="the producer or consumer group")
+    role: str = Field(description="producer or consumer")
+    client_id: str
+    address: str = Field(description="host:port it connects from (Kafka: the host)")
+
+
 class TransactionalIdOut(BaseModel):
     """A Kafka-model producer's transactional id: its epoch and its current or last transaction."""
 

@@ -27,6 +27,8 @@ from kafka.errors import (
 )
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
+from broker.clients import CONSUMER, Client
+
 SWEEP_INTERVAL = 0.25  # seconds between looks for members past their session timeout
 
 
@@ -114,6 +116,14 @@ class Coordinator:
 
     def groups(self) -> list[Group]:
         return list(self._groups.values())
+
+    def clients(self) -> list[Client]:
+        """Every live member of a group, as a consumer of it (its host: Kafka keeps no port)."""
+        return [
+            Client("kafka", group.name, CONSUMER, m.client_id, m.client_host)
+            for group in self._groups.values()
+            for m in group.members.values()
+        ]
 
     def views(self) -> list[GroupView]:
         """Every group the coordinator knows, with its live members, by name."""

@@ -31,9 +31,11 @@ import functools
 import json
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from broker import errors
+from broker.clients import CONSUMER, PRODUCER, Client
 from broker.clock import Clock, to_ms
 from broker.messaging import MessagingService
 from broker.model import MAX_PULL, Message, Resolution, Source, StoredMessage
@@ -258,6 +260,14 @@ class RemotingBroker:
                 connection.on_close.append(functools.partial(self._leave, group, connection))
                 self._notify(group)
         return request.answer(Response.SUCCESS)
+
+    def clients(self) -> Iterator[Client]:
+        """The producer and consumer groups each connection's heartbeats named."""
+        for (connection, group), session in self._sessions.items():
+            yield Client("remoting", group, PRODUCER, session.client_id, connection.peer)
+        for group, members in self._consumers.items():
+            for connection, client_id in members.items():
+                yield Client("remoting", group, CONSUMER, client_id, connection.peer)
 
     def _leave(self, group: str, connection: Connection) -> None:
         members = self._consumers.get(group, {})

@@ -19,6 +19,8 @@ from typing import Any
 import grpc
 
 from broker import errors
+from broker.clients import CONSUMER, PRODUCER, Client, Clients
+from broker.grpc_api.server import peer_address
 from broker.messaging import MessagingService
 from broker.model import MESSAGE_GROUP, Admits, Message, MessageType, Resolution, Source
 from broker.rocketmq_api.convert import filter_of, group_of, timestamp, to_rocketmq
@@ -52,6 +54,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         messaging: MessagingService,
         transactions: TransactionService,
         registry: ProducerRegistry,
+        clients: Clients,
         *,
         advertised: tuple[str, int] | None,
         bound: tuple[str, int],
@@ -61,6 +64,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         self._messaging = messaging
         self._transactions = transactions
         self._registry = registry
+        self._clients = clients
         self._advertised = advertised
         self._bound = bound
         self._max_body_bytes = max_body_bytes
@@ -192,6 +196,7 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
         make_outbox = closing_current_task(write_timeout=self._check_timeout)
         sessions: list[TelemetrySession] = []
         writers: list[asyncio.Task[None]] = []
+        shown: set[Client] = set()
         try:
             while (command := await context.read()) is not grpc.aio.EOF:
                 if not command.HasField("settings"):
@@ -206,12 +211,27 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                         writers.append(asyncio.create_task(session.outbox.run()))
                         self._registry.register(session)
                         sessions.append(session)
+                self._show(shown, command.settings, client_id, peer_address(context))
         finally:
+            for client in shown:
+                self._clients.left(client)
             for session in sessions:
                 self._registry.unregister(session)
             for writer in writers:
                 writer.cancel()
             await asyncio.gather(*writers, return_exceptions=True)
+
+    def _show(self, shown: set[Client], settings: Any, client_id: str, address: str) -> None:
+        """List the client under the groups its settings name: a producer's topics' group, a
+        consumer's group."""
+        groups = [(PRODUCER, group_of(t.name)) for t in settings.publishing.topics]
+        if settings.HasField("subscription"):
+            groups.append((CONSUMER, settings.subscription.group.name))
+        for role, group in groups:
+            client = Client("rocketmq", group, role, client_id, address)
+            if client not in shown:
+                shown.add(client)
+                self._clients.joined(client)
 
     async def QueryAssignment(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
         """Every queue of the topic is assigned to every consumer: receipt handles keep them apart."""

@@ -97,9 +97,9 @@ function rates(key) {
 
 async function refresh() {
   try {
-    const [health, stats, pending, topics, consumers, kafka, retries, groups] = await Promise.all([
+    const [health, stats, pending, topics, consumers, kafka, retries, groups, clients] = await Promise.all([
       get("/healthz"), get("/stats"), get("/transactions?state=PENDING&limit=50"), get("/topics"), get("/consumers"),
-      get("/transactional-ids?limit=50"), get("/consumers/retries"), get("/kafka-groups"),
+      get("/transactional-ids?limit=50"), get("/consumers/retries"), get("/kafka-groups"), get("/clients"),
     ]);
     $("health").textContent = health.status; $("health").className = "pill ok";
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
@@ -136,6 +136,11 @@ async function refresh() {
       (m ? `<td><code>${escape(m.member_id)}</code></td><td>${escape(m.client_host)}</td><td>${escape(m.assigned.join(" "))}</td>`
         : '<td class="muted" colspan="3">no live member</td>') + "</tr>"));
     $("kafka-group-rows").innerHTML = members.length ? members.join("") : '<tr><td colspan="6" class="muted">none</td></tr>';
+
+    $("client-rows").innerHTML = clients.length ? clients.map((c) => `<tr class="client-row">` +
+      `<td>${escape(c.protocol)}</td><td>${escape(c.group)}</td><td>${escape(c.role)}</td>` +
+      `<td><code>${escape(c.client_id)}</code></td><td>${escape(c.address)}</td></tr>`).join("")
+      : '<tr><td colspan="5" class="muted">none</td></tr>';
 
     const queueLists = await Promise.all(topics.items.map((t) => get(`/topics/${encodeURIComponent(t.name)}/queues`)));
     $("topic-rows").innerHTML = topics.items.flatMap((t, i) => queueLists[i].map((q) =>
