@@ -1,6 +1,6 @@
-"""A conformance program written in Java: one source file, with its client library and that
-library's dependencies fetched from Maven Central once (the same cache as the real brokers'),
-compiled once per version of its text and run from its classes."""
+"""A client program written in Java (a conformance scenario, a benchmark): one source file, with
+its client library and that library's dependencies fetched from Maven Central once (the same
+cache as the real brokers'), compiled once per version of its text and run from its classes."""
 
 from __future__ import annotations
 

@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 import pytest
 
 from halfmq_peers import rocketmq
+from halfmq_peers.java import java_program
 from halfmq_testing import EmbeddedBroker
 from halfmq_testing.peers import RunningPeer
-from tests.conformance.java import java_program
 from tests.conformance.judge import judge_program
 from tests.support import npm_install
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from broker.remoting import acl
+from halfmq_peers.java import java_program
 from halfmq_testing import EmbeddedBroker
-from tests.conformance.java import java_program
 from tests.support import BrokerThread, broker_settings
 from tests.test_remoting import ROUTE, SEND_V2, Client, properties, tables
 

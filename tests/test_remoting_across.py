@@ -18,7 +18,7 @@ import httpx
 import pytest
 from confluent_kafka import Consumer
 
-from tests.conformance.java import java_program
+from halfmq_peers.java import java_program
 from tests.processes import consume
 from tests.spark_support import batch_reader
 from tests.support import BrokerThread, broker_settings, wait_until

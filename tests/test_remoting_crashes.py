@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
+from halfmq_peers.java import java_program
 from halfmq_testing import free_port
 from producer_sdk import PullConsumer
-from tests.conformance.java import java_program
 from tests.kafka_clients import wait_for
 from tests.processes import BrokerProcess, started_broker
 
