@@ -127,13 +127,13 @@ class _Parser:
     def or_expression(self) -> _Node:
         left = self._and_expression()
         while self._take("OR"):
-            left = _or(_as_boolean(left), _as_boolean(self._and_expression()))
+            left = _logic(True, _as_boolean(left), _as_boolean(self._and_expression()))
         return left
 
     def _and_expression(self) -> _Node:
         left = self._equality()
         while self._take("AND"):
-            left = _and(_as_boolean(left), _as_boolean(self._equality()))
+            left = _logic(False, _as_boolean(left), _as_boolean(self._equality()))
         return left
 
     def _equality(self) -> _Node:
@@ -237,28 +237,18 @@ def _as_boolean(node: _Node) -> _Node:
     raise InvalidFilter(f"{node.constant if node.kind == 'constant' else 'a negated value'!r} is not a condition")
 
 
-def _or(left: _Node, right: _Node) -> _Node:
+def _logic(decisive: bool, left: _Node, right: _Node) -> _Node:
+    """OR (``decisive`` True) or AND (False), three-valued: a side with the decisive value
+    decides; otherwise the result is unknown if a side is."""
+
     def evaluate(properties: Properties) -> Value:
         lv = left.evaluate(properties)
-        if lv is True:
-            return True
+        if lv is decisive:
+            return decisive
         rv = right.evaluate(properties)
-        if rv is True:
-            return True
-        return None if lv is None or rv is None else False
-
-    return _Node(evaluate, "boolean")
-
-
-def _and(left: _Node, right: _Node) -> _Node:
-    def evaluate(properties: Properties) -> Value:
-        lv = left.evaluate(properties)
-        if lv is False:
-            return False
-        rv = right.evaluate(properties)
-        if rv is False:
-            return False
-        return None if lv is None or rv is None else True
+        if rv is decisive:
+            return decisive
+        return None if lv is None or rv is None else not decisive
 
     return _Node(evaluate, "boolean")
 
@@ -322,8 +312,8 @@ def _between(value: _Node, low: _Node, high: _Node, negated: bool) -> _Node:
         if _is_number(low.constant) and _is_number(high.constant) and high.constant < low.constant:  # type: ignore[operator]
             raise InvalidFilter(f"BETWEEN {low.constant} AND {high.constant}: the first must not be greater")
     if negated:
-        return _or(_order("<", value, low), _order(">", value, high))
-    return _and(_order(">=", value, low), _order("<=", value, high))
+        return _logic(True, _order("<", value, low), _order(">", value, high))
+    return _logic(False, _order(">=", value, low), _order("<=", value, high))
 
 
 def _in(operand: _Node, members: frozenset[str], negated: bool) -> _Node:
