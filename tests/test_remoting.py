@@ -370,29 +370,53 @@ def test_a_failed_message_sent_back_comes_again_through_the_group_s_retry_topic_
     assert unknown.code == 1 and "look message by offset failed" in unknown.remark
 
 
+def queue_locks(client: Client, code: int, client_id: str, *queues: int) -> Command:
+    """LOCK_BATCH_MQ or UNLOCK_BATCH_MQ of queues of ``orders`` for ``client_id`` of group ``readers``."""
+    body = {"consumerGroup": "readers", "clientId": client_id, "onlyThisBroker": False,
+            "mqSet": [{"topic": "orders", "brokerName": "halfmq", "queueId": q} for q in queues]}  # fmt: skip
+    return client.call(code, json.dumps(body).encode())
+
+
+def locked(client: Client, client_id: str, *queues: int) -> list[int]:
+    """The queues ``client_id`` holds after asking to lock ``queues``."""
+    answer = queue_locks(client, LOCK, client_id, *queues)
+    return sorted(mq["queueId"] for mq in json.loads(answer.body)["lockOKMQSet"])
+
+
+def test_a_queue_lock_not_renewed_for_a_minute_passes_to_the_next_client_that_asks(tmp_path, clock):
+    broker = BrokerThread(broker_settings(tmp_path / "data"), clock)
+    try:
+        client = Client(broker.broker.remoting_port)
+        assert join_readers(client, "c-1").code == 0
+        assert locked(client, "c-1", 0, 1) == [0, 1]
+        clock.advance(59)
+        assert locked(client, "c-1", 0) == [0]  # renewed; queue 1's lock is not
+        assert locked(client, "c-2", 0, 1) == []
+        clock.advance(2)
+        assert locked(client, "c-2", 0, 1) == [1]  # 61 s after c-1 last renewed it
+        assert locked(client, "c-1", 0, 1) == [0]
+    finally:
+        broker.stop()
+
+
 def test_orderly_consumers_lock_queues_one_client_each_and_a_locking_group_s_retries_become_dead_letters(broker):
     client = Client(broker.broker.remoting_port)
     assert join_readers(client, "c-1").code == 0
 
     def locks(code: int, client_id: str, *queues: int) -> Command:
-        body = {"consumerGroup": "readers", "clientId": client_id, "onlyThisBroker": False,
-                "mqSet": [{"topic": "orders", "brokerName": "halfmq", "queueId": q} for q in queues]}  # fmt: skip
-        return client.call(code, json.dumps(body).encode())
-
-    def locked(client_id: str, *queues: int) -> list[int]:
-        return sorted(mq["queueId"] for mq in json.loads(locks(LOCK, client_id, *queues).body)["lockOKMQSet"])
+        return queue_locks(client, code, client_id, *queues)
 
     def resend(body: bytes, reconsumed: int) -> Command:  # a consumer's own send to its retry topic
         return client.call(SEND_V2, body, a="readers", b="%RETRY%readers", c="TBW102", d=1, e=0, f=0,
                            g=int(time.time() * 1000), h=0, i=properties(UNIQ_KEY="R1", RETRY_TOPIC="orders"),
                            j=reconsumed, k="false", l=16)  # fmt: skip
 
-    assert locked("c-1", 0, 1) == [0, 1]
-    assert locked("c-2", 1, 2) == [2]  # queue 1 is c-1's
-    assert locked("c-1", 0, 1) == [0, 1]  # renewed
+    assert locked(client, "c-1", 0, 1) == [0, 1]
+    assert locked(client, "c-2", 1, 2) == [2]  # queue 1 is c-1's
+    assert locked(client, "c-1", 0, 1) == [0, 1]  # renewed
     assert resend(b"given up", 1).code == 0  # the group consumes in order: straight to its dead letters
     assert locks(UNLOCK, "c-1", 0, 1).code == 0 and locks(UNLOCK, "c-2", 2).code == 0
-    assert locked("c-2", 1) == [1]  # free again
+    assert locked(client, "c-2", 1) == [1]  # free again
     assert locks(UNLOCK, "c-2", 1).code == 0
     assert resend(b"again", 1).code == 0
     assert resend(b"too often", 17).code == 0  # consumed again more than the 16 times allowed

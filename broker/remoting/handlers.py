@@ -186,7 +186,7 @@ class RemotingBroker:
         """A consumer's send to its group's retry topic, or to its dead-letter topic instead once
         consumed again more often than allowed, or while the group consumes in order (holds
         queue locks), as RocketMQ's broker redirects it."""
-        if reconsumed <= await self._allowed(group, fields) and not self._locks.any_live(group, time.monotonic()):
+        if reconsumed <= await self._allowed(group, fields) and not self._locks.any_live(group, self._clock()):
             return sent
         letters = dead_letter_topic(group)
         await self._messaging.create_group_topic(letters)
@@ -466,7 +466,7 @@ class RemotingBroker:
             group, client_id, queues = _queues_of(request.body)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             return request.answer(Response.SYSTEM_ERROR, f"a lock request that does not parse: {exc}")
-        held = self._locks.lock(group, client_id, queues, time.monotonic())
+        held = self._locks.lock(group, client_id, queues, self._clock())
         locked = [{"topic": topic, "brokerName": BROKER_NAME, "queueId": queue_id} for topic, queue_id in held]
         return request.answer(Response.SUCCESS, body=json.dumps({"lockOKMQSet": locked}).encode())
 
