@@ -16,8 +16,10 @@ from halfmq_peers import maven
 
 
 def java_program(source: Path, artifacts: Sequence[str]) -> list[str]:
-    """The command that runs ``source`` with ``artifacts`` (``group:artifact:version``) on its classpath."""
-    classpath = maven.classpath(f"client-{source.stem}", artifacts)
+    """The command that runs ``source`` with ``artifacts`` (``group:artifact:version``) on its
+    classpath; one program may run with several versions of its client, each fetched apart."""
+    versions = hashlib.sha256("\n".join(artifacts).encode()).hexdigest()[:8]
+    classpath = maven.classpath(f"client-{source.stem}-{versions}", artifacts)
     return ["java", "-Xmx256m", "-cp", f"{compiled(source, artifacts, classpath)}{os.pathsep}{classpath}", source.stem]
 
 

@@ -33,14 +33,18 @@ from tests.test_conformance_rocketmq import Client, alike, needs, prepare_halfmq
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
 PROGRAMS = Path(__file__).resolve().parent / "conformance" / "programs"
-# The newest 5.x whole on Maven Central (5.5.1 lacks rocketmq-client: halfmq_peers/rocketmq.py).
+# The newest 5.x whole on Maven Central (5.5.1 lacks rocketmq-client: halfmq_peers/rocketmq.py),
+# and the last 4.x, which much code in production still runs.
 JAVA_CLIENT = "org.apache.rocketmq:rocketmq-client:5.5.0"
+JAVA_CLIENT_4 = "org.apache.rocketmq:rocketmq-client:4.9.8"
 GO_PROGRAM = PROGRAMS / "rmq_classic_go"
 GO_MODULE = "github.com/apache/rocketmq-client-go/v2"
 BUILD_TIMEOUT = 600  # seconds
 # Each client's scenarios, by the fixture that builds it.
 SCENARIOS = {
     "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly", "scheduled", "filter"],
+    # The same program against 4.9.x, for the producer and transaction examples most code runs.
+    "java_client_4": ["quickstart", "transaction"],
     "go_client": ["quickstart", "transaction", "scheduled"],
 }
 
@@ -61,6 +65,12 @@ GO_CLIENT = go_client_version()
 def java_client() -> Client:
     """The classic Java client and its scenario program, the library fetched once."""
     return Client("rocketmq-client", java_program(PROGRAMS / "RmqClassicJava.java", [JAVA_CLIENT]))
+
+
+@pytest.fixture(scope="module")
+def java_client_4() -> Client:
+    """The same program with the 4.9.x client."""
+    return Client("rocketmq-client-4", java_program(PROGRAMS / "RmqClassicJava.java", [JAVA_CLIENT_4]))
 
 
 def go_program(folder: Path) -> Path:

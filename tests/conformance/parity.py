@@ -30,6 +30,7 @@ INSTALLED = {
     "nodejs": test_conformance_rocketmq.NODEJS_CLIENT.replace("@", " "),
     "java": test_conformance_rocketmq.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
     "rocketmq-client": test_conformance_rocketmq_classic.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
+    "rocketmq-client-4": test_conformance_rocketmq_classic.JAVA_CLIENT_4.split(":", 1)[1].replace(":", " "),
     "rocketmq-client-go": test_conformance_rocketmq_classic.GO_CLIENT,
 }
 

@@ -120,19 +120,26 @@ public class RmqClassicJava {
             this.prefix = prefix;
         }
 
-        /**
-         * A producer of {@code topic}, its route asked for at start (as TransactionProducer's is): the
-         * async sends' threads would otherwise ask at once, and one that waits over 3 s for another's
-         * answer (as happens on a busy machine) sends with the default topic's route instead, to queues
-         * the topic may not have (seen against the real broker).
-         */
+        /** A producer of {@code topic}, started with the topic's route (see {@link #routed}). */
         DefaultMQProducer producer(String topic) throws Exception {
-            DefaultMQProducer producer = new DefaultMQProducer(prefix + "-producer", null, List.of(topic));
+            DefaultMQProducer producer = new DefaultMQProducer(prefix + "-producer");
             producer.setNamesrvAddr(namesrv);
             producer.setSendMsgTimeout(TIMEOUT);
             producer.setMqClientApiTimeout(TIMEOUT);
             producer.start();
+            routed(producer, topic);
             return producer;
+        }
+
+        /**
+         * Ask for {@code topic}'s route once a producer started, as the 5.x client does for the topics
+         * given to its constructor (which 4.9.x lacks): the async sends' threads would otherwise ask
+         * at once, and one that waits over 3 s for another's answer (as happens on a busy machine)
+         * sends with the default topic's route instead, to queues the topic may not have (seen
+         * against the real broker).
+         */
+        static void routed(DefaultMQProducer producer, String topic) {
+            producer.getDefaultMQProducerImpl().getmQClientFactory().updateTopicRouteInfoFromNameServer(topic);
         }
 
         /**
@@ -287,12 +294,13 @@ public class RmqClassicJava {
                     return localTrans.getOrDefault(msg.getKeys(), LocalTransactionState.UNKNOW);
                 }
             };
-            TransactionMQProducer producer = new TransactionMQProducer(prefix + "-txn-producer", Arrays.asList(topic));
+            TransactionMQProducer producer = new TransactionMQProducer(prefix + "-txn-producer");
             producer.setNamesrvAddr(namesrv);
             producer.setSendMsgTimeout(TIMEOUT);
             producer.setMqClientApiTimeout(TIMEOUT);
             producer.setTransactionListener(transactionListener);
             producer.start();
+            routed(producer, topic);
             List<List<String>> sent = new ArrayList<>();
             Map<String, String> names = new TreeMap<>(); // ids this run made, by what they are
             List<MessageExt> read;
@@ -466,13 +474,13 @@ public class RmqClassicJava {
                 level.setDelayTimeLevel(2);
                 delays.put("level 2", 5_000L);
                 Message deliverAt = message(topic, "TagA", "s-deliver", "deliver at", 1);
-                deliverAt.setDeliverTimeMs(System.currentTimeMillis() + 3_000);
+                timer(deliverAt, "setDeliverTimeMs", System.currentTimeMillis() + 3_000);
                 delays.put("deliver at", 3_000L);
                 Message delayMs = message(topic, "TagA", "s-ms", "delay ms", 2);
-                delayMs.setDelayTimeMs(3_000);
+                timer(delayMs, "setDelayTimeMs", 3_000);
                 delays.put("delay ms", 3_000L);
                 Message delaySec = message(topic, "TagA", "s-sec", "delay sec", 3);
-                delaySec.setDelayTimeSec(3);
+                timer(delaySec, "setDelayTimeSec", 3);
                 delays.put("delay sec", 3_000L);
                 Message now = message(topic, "TagA", "s-now", "now", 4);
                 delays.put("now", 0L);
@@ -626,6 +634,15 @@ public class RmqClassicJava {
             }
             return got;
         }
+    }
+
+    /**
+     * A 5.x timer message setter ({@code setDeliverTimeMs}, {@code setDelayTimeMs},
+     * {@code setDelayTimeSec}), called by name: 4.9.x has no timer messages, and this program also
+     * compiles against it (its scenarios there leave timers out).
+     */
+    static void timer(Message message, String setter, long value) throws Exception {
+        Message.class.getMethod(setter, long.class).invoke(message, value);
     }
 
     static final Comparator<Map<String, Object>> BY_BODY =
