@@ -42,11 +42,12 @@ GO_MODULE = "github.com/apache/rocketmq-client-go/v2"
 BUILD_TIMEOUT = 600  # seconds
 # Each client's scenarios, by the fixture that builds it.
 SCENARIOS = {
-    "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly", "scheduled", "filter"],
+    "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly", "scheduled", "filter",
+                    "broadcasting"],
     # The same program against 4.9.x, for the producer and transaction examples most code runs.
     "java_client_4": ["quickstart", "transaction"],
     "go_client": ["quickstart", "transaction", "scheduled"],
-}
+}  # fmt: skip
 
 
 def go_client_version() -> str:

@@ -4,7 +4,7 @@
  * OnewayProducer, batch SimpleBatchProducer, transaction TransactionProducer and
  * TransactionListenerImpl, quickstart Consumer, order Producer and Consumer, schedule
  * ScheduledMessageProducer and timer TimerMessageProducer, filter TagFilterProducer,
- * SqlFilterProducer and their consumers, simple LitePullConsumerAssign and
+ * SqlFilterProducer and their consumers, broadcast PushConsumer, simple LitePullConsumerAssign and
  * LitePullConsumerSubscribe); each prints its observable outcome as
  * one JSON line, the same against halfmq's name server and against Apache RocketMQ's.
  *
@@ -83,7 +83,8 @@ public class RmqClassicJava {
         "retry", List.of(new Topic("retry", 1, "NORMAL")),
         "orderly", List.of(new Topic("orderly", 2, "NORMAL")),
         "scheduled", List.of(new Topic("scheduled", 1, "DELAY")),
-        "filter", List.of(new Topic("filter", 2, "NORMAL")));
+        "filter", List.of(new Topic("filter", 2, "NORMAL")),
+        "broadcasting", List.of(new Topic("broadcast", 2, "NORMAL")));
 
     public static void main(String[] args) throws Exception {
         if (args[0].equals("--needs")) {
@@ -105,6 +106,7 @@ public class RmqClassicJava {
             case "orderly" -> scenarios.orderly();
             case "scheduled" -> scenarios.scheduled();
             case "filter" -> scenarios.filter();
+            case "broadcasting" -> scenarios.broadcasting();
             default -> throw new IllegalArgumentException("no scenario " + args[2]);
         };
         System.out.println(json(outcome));
@@ -595,6 +597,49 @@ public class RmqClassicJava {
             return outcome;
         }
 
+        /**
+         * The broadcast example: two push consumers of one group, in BROADCASTING mode (each in a
+         * client instance of its own, as in two processes), after 4 sends: each gets every message.
+         */
+        Map<String, Object> broadcasting() throws Exception {
+            String topic = prefix + "-broadcast";
+            DefaultMQProducer producer = producer(topic);
+            try {
+                for (int i = 0; i < 4; i++) {
+                    producer.send(message(topic, "TagA", "b-" + i, "broadcast " + i, i), TIMEOUT);
+                }
+            } finally {
+                producer.shutdown();
+            }
+            Map<String, Set<String>> got = new TreeMap<>();
+            List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+            try {
+                for (String instance : List.of("first", "second")) {
+                    Set<String> bodies = Collections.synchronizedSet(new TreeSet<>());
+                    DefaultMQPushConsumer consumer = pushConsumer(prefix + "-broadcast-group", topic, 16);
+                    consumer.setInstanceName(prefix + "-" + instance);
+                    broadcastMode(consumer);
+                    consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+                        msgs.forEach(m -> bodies.add(body(m)));
+                        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                    });
+                    consumer.start();
+                    consumers.add(consumer);
+                    got.put(instance, bodies);
+                }
+                long deadline = System.currentTimeMillis() + WAIT;
+                while (got.values().stream().anyMatch(b -> b.size() < 4) && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(200);
+                }
+                Thread.sleep(SETTLE); // anything beyond what was expected shows
+            } finally {
+                consumers.forEach(DefaultMQPushConsumer::shutdown);
+            }
+            Map<String, Object> outcome = new TreeMap<>();
+            got.forEach((instance, bodies) -> outcome.put(instance, new ArrayList<>(bodies)));
+            return outcome;
+        }
+
         /** LitePullConsumerAssign, reading every queue of {@code topic} from its start until {@code enough} or {@code wait} ms. */
         List<MessageExt> read(String group, String topic, Predicate<List<MessageExt>> enough, long wait) throws Exception {
             return read(group, topic, enough, wait, 0);
@@ -643,6 +688,18 @@ public class RmqClassicJava {
      */
     static void timer(Message message, String setter, long value) throws Exception {
         Message.class.getMethod(setter, long.class).invoke(message, value);
+    }
+
+    /**
+     * {@code consumer.setMessageModel(MessageModel.BROADCASTING)}, the enum looked up by name:
+     * MessageModel moved from {@code org.apache.rocketmq.common.protocol.heartbeat} (4.9.x) to
+     * {@code org.apache.rocketmq.remoting.protocol.heartbeat} (5.x), and this program compiles against both.
+     */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static void broadcastMode(DefaultMQPushConsumer consumer) throws Exception {
+        java.lang.reflect.Method setter = Arrays.stream(DefaultMQPushConsumer.class.getMethods())
+            .filter(m -> m.getName().equals("setMessageModel")).findFirst().orElseThrow();
+        setter.invoke(consumer, Enum.valueOf((Class) setter.getParameterTypes()[0], "BROADCASTING"));
     }
 
     static final Comparator<Map<String, Object>> BY_BODY =
