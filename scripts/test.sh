@@ -12,10 +12,11 @@ if [ $# -gt 0 ]; then
 fi
 # The conformance suite runs after the rest, on its own: its real brokers and clients keep both
 # cores busy, and the tests that bound what the store takes under load want them. Meanwhile the
-# Go client's modules download (network, not cores), so its program only compiles then.
+# Go client's modules download (network, not cores), so its program only compiles then. Its
+# scenarios spread over the workers by client (tests/conftest.py groups them), not by file.
 if command -v go >/dev/null; then
   (cd tests/conformance/programs/rmq_classic_go && go mod download) > .venv/go-mod-download.log 2>&1 &
 fi
 "${pytest[@]}" --ignore-glob='tests/test_conformance_*.py'
 wait
-"${pytest[@]}" tests/test_conformance_*.py
+"${pytest[@]}" --dist loadgroup tests/test_conformance_*.py

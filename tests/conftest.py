@@ -46,9 +46,17 @@ def _start_spark() -> Any:
     return session
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Start the JVM before any test runs: launching it from a process whose in-process brokers
-    have gRPC threads running made it exit before it answered, now and then, in CI."""
+    """Group each conformance client's scenarios, so that with ``--dist loadgroup`` a client is
+    set up (installed, built) on one worker while the clients spread over both. Start the JVM
+    before any test runs: launching it from a process whose in-process brokers have gRPC threads
+    running made it exit before it answered, now and then, in CI."""
+    for item in items:
+        params = getattr(item, "callspec", None)
+        client = params and (params.params.get("client") or params.params.get("built"))
+        if item.path.name.startswith("test_conformance_") and client:
+            item.add_marker(pytest.mark.xdist_group(f"{item.path.stem}-{client}"))
     if any("spark" in getattr(item, "fixturenames", ()) for item in items):
         _SPARK["session"] = _start_spark()
 

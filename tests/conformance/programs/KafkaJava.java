@@ -186,8 +186,18 @@ public class KafkaJava {
         Map<String, Object> invalid = create(bootstrap, "bad name!", 1);
         Map<String, Object> listed = new TreeMap<>();
         try (Admin admin = admin(bootstrap)) {
-            Set<String> mine = admin.listTopics().names().get().stream().filter(name -> name.startsWith(prefix))
-                .collect(Collectors.toSet());
+            // Until the created ones are listed: a broker's metadata may lag a creation it
+            // acknowledged (Kafka's does, briefly).
+            Set<String> mine;
+            long deadline = System.currentTimeMillis() + WAIT.toMillis();
+            while (true) {
+                mine = admin.listTopics().names().get().stream().filter(name -> name.startsWith(prefix))
+                    .collect(Collectors.toSet());
+                if (mine.containsAll(Set.of(prefix + "-a", dotted)) || System.currentTimeMillis() > deadline) {
+                    break;
+                }
+                Thread.sleep(200);
+            }
             for (TopicDescription topic : admin.describeTopics(mine).allTopicNames().get().values()) {
                 listed.put(topic.name(), topic.partitions().size());
             }

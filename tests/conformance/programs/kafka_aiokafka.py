@@ -119,7 +119,14 @@ async def topics(bootstrap: str, prefix: str) -> Outcome:
     created = await create(bootstrap, (f"{prefix}-a", 3), (dotted, 2))
     again = await create(bootstrap, (f"{prefix}-a", 3))
     invalid = await create(bootstrap, ("bad name!", 1))
-    mine = {t["topic"]: len(t["partitions"]) for t in await describe(bootstrap) if t["topic"].startswith(prefix)}
+    deadline = time.monotonic() + WAIT
+    # Until the created ones are listed: a broker's metadata may lag a creation it acknowledged
+    # (Kafka's does, briefly).
+    while True:
+        mine = {t["topic"]: len(t["partitions"]) for t in await describe(bootstrap) if t["topic"].startswith(prefix)}
+        if {f"{prefix}-a", dotted} <= mine.keys() or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
     acked = await produce(bootstrap, dotted, ["d0", "d1"], partitions=2)
     reader = await consumer(bootstrap, f"{prefix}-dotted", dotted)
     values = sorted(m.value.decode() for m in await consume(reader, 2))

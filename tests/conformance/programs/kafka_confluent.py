@@ -93,8 +93,15 @@ def topics(bootstrap: str, prefix: str) -> Outcome:
     created = create(bootstrap, (f"{prefix}-a", 3), (dotted, 2))
     again = create(bootstrap, (f"{prefix}-a", 3))
     invalid = create(bootstrap, ("bad name!", 1))
-    listed = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=WAIT).topics
-    mine = {name: len(t.partitions) for name, t in listed.items() if name.startswith(prefix)}
+    admin, deadline = AdminClient({"bootstrap.servers": bootstrap}), time.monotonic() + WAIT
+    # Until the created ones are listed: a broker's metadata may lag a creation it acknowledged
+    # (Kafka's does, briefly).
+    while True:
+        listed = admin.list_topics(timeout=WAIT).topics
+        mine = {name: len(t.partitions) for name, t in listed.items() if name.startswith(prefix)}
+        if {f"{prefix}-a", dotted} <= mine.keys() or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     acked = produce(bootstrap, dotted, ["d0", "d1"], partitions=2)
     reader = consumer(bootstrap, f"{prefix}-dotted")
     reader.subscribe([dotted])

@@ -160,10 +160,17 @@ async function topics() {
   const created = await create([`${prefix}-a`, 3], [dotted, 2]);
   const again = await create([`${prefix}-a`, 3]);
   const invalid = await create(["bad name!", 1]);
-  const { topics: all } = await withAdmin((admin) => admin.fetchTopicMetadata());
-  const listed = Object.fromEntries(
-    all.filter((t) => t.name.startsWith(prefix)).sort((a, b) => (a.name < b.name ? -1 : 1))
-      .map((t) => [t.name, t.partitions.length]));
+  // Until the created ones are listed: a broker's metadata may lag a creation it acknowledged
+  // (Kafka's does, briefly).
+  let listed;
+  for (const deadline = Date.now() + WAIT; ;) {
+    const { topics: all } = await withAdmin((admin) => admin.fetchTopicMetadata());
+    listed = Object.fromEntries(
+      all.filter((t) => t.name.startsWith(prefix)).sort((a, b) => (a.name < b.name ? -1 : 1))
+        .map((t) => [t.name, t.partitions.length]));
+    if ((`${prefix}-a` in listed && dotted in listed) || Date.now() > deadline) break;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
   const dottedAcked = await produce(dotted, ["d0", "d1"], 2);
   const read = await consume(`${prefix}-dotted`, dotted, 2);
   return { created, again, invalid, listed, dotted_acked: dottedAcked,

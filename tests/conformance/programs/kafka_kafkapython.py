@@ -122,7 +122,14 @@ def topics(bootstrap: str, prefix: str) -> Outcome:
     created = create(bootstrap, (f"{prefix}-a", 3), (dotted, 2))
     again = create(bootstrap, (f"{prefix}-a", 3))
     invalid = create(bootstrap, ("bad name!", 1))
-    mine = {t["name"]: len(t["partitions"]) for t in describe(bootstrap) if t["name"].startswith(prefix)}
+    deadline = time.monotonic() + WAIT
+    # Until the created ones are listed: a broker's metadata may lag a creation it acknowledged
+    # (Kafka's does, briefly).
+    while True:
+        mine = {t["name"]: len(t["partitions"]) for t in describe(bootstrap) if t["name"].startswith(prefix)}
+        if {f"{prefix}-a", dotted} <= mine.keys() or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     acked = produce(bootstrap, dotted, ["d0", "d1"], partitions=2)
     reader = consumer(bootstrap, f"{prefix}-dotted", dotted)
     values = sorted(m.value.decode() for m in consume(reader, 2))
