@@ -4,6 +4,7 @@ the message's properties, its tag among them as ``TAGS`` (broker/rocketmq/sql92.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -42,8 +43,10 @@ def tags_of(expression: str) -> frozenset[str] | None:
     return frozenset(tag.strip() for tag in text.split("||") if tag.strip())
 
 
+@functools.lru_cache(maxsize=1024)  # pulls and receives carry their expression every time
 def compile_filter(expression_type: str, expression: str) -> Filter:
-    """Raises InvalidFilter for an SQL92 expression that does not parse, or another type."""
+    """Raises InvalidFilter for an SQL92 expression that does not parse, or another type. Filters
+    are immutable, so one compiled expression serves every request that names it."""
     kind = (expression_type or TAG).upper()
     if kind == TAG:
         return Filter(tags=tags_of(expression))
