@@ -100,6 +100,12 @@ def test_rows_have_the_documented_schema(spark, broker):
     ]
 
 
+def test_a_topic_with_nothing_committed_reads_as_no_rows(spark, broker):
+    assert batch_reader(spark, broker.address).count() == 0
+    batches = run_available_now(stream_reader(spark, broker.address, startingOffsets="earliest"))
+    assert [rows for _, rows in batches] in ([], [[]])  # Spark may run a first, empty batch
+
+
 def test_max_offsets_per_trigger_bounds_every_micro_batch(spark, broker):
     expected = send_normal(broker.address, 40)
     batches = run_available_now(
