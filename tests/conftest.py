@@ -10,6 +10,10 @@ import pytest
 
 from tests.support import BrokerThread, FakeClock, broker_settings
 
+# Every Spark JVM of the run, in-process sessions, job programs and the docs' blocks alike, reads
+# its defaults from here (tests/spark-conf/spark-defaults.conf says what and why).
+os.environ["SPARK_CONF_DIR"] = str(Path(__file__).parent / "spark-conf")
+
 
 @pytest.fixture
 def clock() -> FakeClock:

@@ -17,6 +17,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.timeout(1200)  # a page runs several Spark jobs, each up to a minute on a busy machine
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_every_code_block_of_the_page_runs_as_pasted(page: Path, tmp_path: Path):
     ran = run_page(page, tmp_path / "work")
