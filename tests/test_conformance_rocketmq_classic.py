@@ -4,6 +4,8 @@ started once per run), and the two outcomes must agree field by field, or differ
 tests/conformance/departures.toml says why (protocol ``rocketmq-classic``). The clients:
 - Java's org.apache.rocketmq:rocketmq-client (conformance/programs/RmqClassicJava.java), fetched
   from Maven Central once, into the peers' cache;
+- RocketMQ's Spring Boot starter, org.apache.rocketmq:rocketmq-spring-boot-starter, with the
+  Spring Boot it names (conformance/programs/RmqSpring.java), fetched as the Java client is;
 - Go's github.com/apache/rocketmq-client-go/v2 (conformance/programs/rmq_classic_go), at the
   version its go.mod names, fetched from the Go module proxy into Go's module cache (kept
   between runs) and built once per run. Go is needed: without it the test fails.
@@ -37,6 +39,7 @@ PROGRAMS = Path(__file__).resolve().parent / "conformance" / "programs"
 # and the last 4.x, which much code in production still runs.
 JAVA_CLIENT = "org.apache.rocketmq:rocketmq-client:5.5.0"
 JAVA_CLIENT_4 = "org.apache.rocketmq:rocketmq-client:4.9.8"
+SPRING_STARTER = "org.apache.rocketmq:rocketmq-spring-boot-starter:2.3.5"
 GO_PROGRAM = PROGRAMS / "rmq_classic_go"
 GO_MODULE = "github.com/apache/rocketmq-client-go/v2"
 BUILD_TIMEOUT = 600  # seconds
@@ -46,7 +49,8 @@ SCENARIOS = {
                     "broadcasting"],
     # The same program against 4.9.x, for the producer and transaction examples most code runs.
     "java_client_4": ["quickstart", "transaction"],
-    "go_client": ["quickstart", "transaction", "scheduled"],
+    "go_client": ["quickstart", "transaction", "scheduled", "retry", "orderly"],
+    "spring_client": ["transaction"],
 }  # fmt: skip
 
 
@@ -72,6 +76,12 @@ def java_client() -> Client:
 def java_client_4() -> Client:
     """The same program with the 4.9.x client."""
     return Client("rocketmq-client-4", java_program(PROGRAMS / "RmqClassicJava.java", [JAVA_CLIENT_4]))
+
+
+@pytest.fixture(scope="module")
+def spring_client() -> Client:
+    """A Spring Boot application of RocketMQ's starter (RocketMQTemplate and its listeners)."""
+    return Client("rocketmq-spring-boot-starter", java_program(PROGRAMS / "RmqSpring.java", [SPRING_STARTER]))
 
 
 def go_program(folder: Path) -> Path:

@@ -1,7 +1,8 @@
 // RocketMQ scenarios with the classic (remoting) Go client, github.com/apache/rocketmq-client-go/v2,
 // written as that client's own examples are (examples/producer/simple and tag, the transaction
-// producer of examples/producer/transaction, examples/producer/delay, and the pull consumer of
-// examples/consumer/pull/poll);
+// producer of examples/producer/transaction, examples/producer/delay, the push consumers of
+// examples/consumer/retry/concurrent and examples/consumer/orderly, and the pull consumer of
+// examples/consumer/pull/poll, which reads every scenario's outcome);
 // each prints its observable outcome as one JSON line, the same against halfmq's name server and
 // against Apache RocketMQ's. The scenarios, and the fields of their outcomes, are those of
 // RmqClassicJava.java, so that one list of departures serves both clients.
@@ -68,6 +69,8 @@ var needs = map[string][]topic{
 	"quickstart":  {{"orders", 4, "NORMAL"}},
 	"transaction": {{"txn", 2, "TRANSACTION"}},
 	"scheduled":   {{"scheduled", 1, "DELAY"}},
+	"retry":       {{"retry", 1, "NORMAL"}},
+	"orderly":     {{"orderly", 2, "NORMAL"}},
 }
 
 // Properties the client or broker sets (Java's MessageConst.STRING_HASH_SET in rocketmq-common
@@ -129,6 +132,10 @@ func main() {
 		outcome, err = s.transaction()
 	case "scheduled":
 		outcome, err = s.scheduled()
+	case "retry":
+		outcome, err = s.retry()
+	case "orderly":
+		outcome, err = s.orderly()
 	default:
 		err = fmt.Errorf("no scenario %s", os.Args[3])
 	}
@@ -417,6 +424,196 @@ func (s scenarios) scheduled() (map[string]any, error) {
 		found = append(found, one)
 	}
 	return map[string]any{"read": byBody(found)}, nil
+}
+
+// A started push consumer of group as the consumer examples make one (clustering, from the first
+// offset), subscribed to every message of topic, redelivering a message at most maxReconsumeTimes
+// times; an orderly one when orderly.
+func (s scenarios) pushConsumer(group, topic string, maxReconsumeTimes int32, orderly bool,
+	listener func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error)) (rocketmq.PushConsumer, error) {
+	c, err := rocketmq.NewPushConsumer(
+		consumer.WithGroupName(group),
+		consumer.WithNsResolver(s.resolver()),
+		consumer.WithConsumerModel(consumer.Clustering),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithConsumerOrder(orderly),
+		consumer.WithMaxReconsumeTimes(maxReconsumeTimes),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("new push consumer: %w", err)
+	}
+	if err = c.Subscribe(topic, consumer.MessageSelector{}, listener); err != nil {
+		return nil, fmt.Errorf("subscribe: %w", err)
+	}
+	if err = c.Start(); err != nil {
+		return nil, fmt.Errorf("start push consumer: %w", err)
+	}
+	return c, nil
+}
+
+// waitFor waits until count() reaches n or checkWait is over, then for settle more, so that anything
+// beyond what was expected shows.
+func waitFor(count func() int, n int) {
+	deadline := time.Now().Add(checkWait)
+	for count() < n && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(settle)
+}
+
+// The retry example (examples/consumer/retry/concurrent), as RmqClassicJava's retry scenario: three
+// messages; a concurrent push consumer of a group that redelivers at most twice succeeds with
+// "retry 0", fails "retry 1" once and "retry 2" always, each time asking for delay level 1; then the
+// group's dead-letter topic is read.
+func (s scenarios) retry() (map[string]any, error) {
+	topic, group := s.prefix+"-retry", s.prefix+"-retry-consumer"
+	p, err := s.producer()
+	if err != nil {
+		return nil, err
+	}
+	firstIds := map[string]string{}
+	for i := 0; i < 3; i++ {
+		body := fmt.Sprintf("retry %d", i)
+		res, err := p.SendSync(context.Background(), message(topic, "TagA", fmt.Sprintf("r-%d", i), body, i))
+		if err != nil {
+			_ = p.Shutdown()
+			return nil, fmt.Errorf("send %s: %w", body, err)
+		}
+		firstIds[body] = res.MsgID
+	}
+	if err = p.Shutdown(); err != nil {
+		return nil, fmt.Errorf("shutdown producer: %w", err)
+	}
+	var mu sync.Mutex
+	deliveries := []map[string]any{}
+	c, err := s.pushConsumer(group, topic, 2, false, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		concurrentCtx, _ := primitive.GetConcurrentlyCtx(ctx)
+		concurrentCtx.DelayLevelWhenNextConsume = 1 // only when the result is ConsumeRetryLater
+		failed := false
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			one := seen(m)
+			delete(one, "queue_offset") // a retry's place in the group's retry topic
+			one["first_msg_id"] = m.MsgId == firstIds[string(m.Body)]
+			deliveries = append(deliveries, one)
+			body := string(m.Body)
+			failed = failed || body == "retry 2" || body == "retry 1" && m.ReconsumeTimes == 0
+		}
+		if failed {
+			return consumer.ConsumeRetryLater, nil
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	waitFor(func() int { mu.Lock(); defer mu.Unlock(); return len(deliveries) }, 6)
+	if err = c.Shutdown(); err != nil {
+		return nil, fmt.Errorf("shutdown push consumer: %w", err)
+	}
+	dead, err := s.read(s.prefix+"-dlq-reader", "%DLQ%"+group, func(got []*primitive.MessageExt) bool { return len(got) > 0 }, wait, 0)
+	if err != nil {
+		return nil, err
+	}
+	deadLetters := []map[string]any{}
+	for _, m := range dead {
+		one := seen(m)
+		one["first_msg_id"] = m.MsgId == firstIds[string(m.Body)]
+		one["retry_topic"] = m.GetProperty(primitive.PropertyRetryTopic)
+		deadLetters = append(deadLetters, one)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	sort.SliceStable(deliveries, func(i, j int) bool {
+		a, b := deliveries[i], deliveries[j]
+		if a["body"] != b["body"] {
+			return a["body"].(string) < b["body"].(string)
+		}
+		return a["reconsume_times"].(int32) < b["reconsume_times"].(int32)
+	})
+	return map[string]any{"deliveries": deliveries, "dead_letters": byBody(deadLetters)}, nil
+}
+
+// The orderly consumer example (examples/consumer/orderly), as RmqClassicJava's orderly scenario:
+// two orders of four steps each, sent in order to one queue each (a hash queue selector over the
+// order's sharding key); an orderly push consumer of a group that redelivers at most once
+// suspends its queue a moment on "order 0 step 1" once and on "order 1 step 3" always. What it
+// was handed, by order, and the group's dead letters.
+func (s scenarios) orderly() (map[string]any, error) {
+	topic, group := s.prefix+"-orderly", s.prefix+"-orderly-consumer"
+	p, err := rocketmq.NewProducer(
+		producer.WithNsResolver(s.resolver()),
+		producer.WithRetry(2),
+		producer.WithGroupName(s.prefix+"-producer"),
+		producer.WithSendMsgTimeout(sendTimeout),
+		producer.WithQueueSelector(producer.NewHashQueueSelector()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("new producer: %w", err)
+	}
+	if err = p.Start(); err != nil {
+		return nil, fmt.Errorf("start producer: %w", err)
+	}
+	queues := map[string]int{} // the queue of each order
+	for order := 0; order < 2; order++ {
+		for step := 0; step < 4; step++ {
+			key := fmt.Sprintf("o-%d", order)
+			msg := message(topic, "TagA", key, fmt.Sprintf("order %d step %d", order, step), step)
+			msg.WithShardingKey(key)
+			res, err := p.SendSync(context.Background(), msg)
+			if err != nil {
+				_ = p.Shutdown()
+				return nil, fmt.Errorf("send %s step %d: %w", key, step, err)
+			}
+			queues[fmt.Sprintf("%s %d", key, res.MessageQueue.QueueId)] = order
+		}
+	}
+	if err = p.Shutdown(); err != nil {
+		return nil, fmt.Errorf("shutdown producer: %w", err)
+	}
+	var mu sync.Mutex
+	byOrder := map[string][]any{}
+	handed := 0
+	c, err := s.pushConsumer(group, topic, 1, true, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			body := string(m.Body)
+			byOrder[m.GetKeys()] = append(byOrder[m.GetKeys()], []any{body, m.ReconsumeTimes})
+			handed++
+			if body == "order 1 step 3" || body == "order 0 step 1" && m.ReconsumeTimes == 0 {
+				return consumer.SuspendCurrentQueueAMoment, nil
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Order 0's five deliveries, and order 1's: its first three steps, then its last until the
+	// client dead-letters it (after its ReconsumeTimes passes the maximum: three deliveries).
+	waitFor(func() int { mu.Lock(); defer mu.Unlock(); return handed }, 11)
+	if err = c.Shutdown(); err != nil {
+		return nil, fmt.Errorf("shutdown push consumer: %w", err)
+	}
+	dead, err := s.read(s.prefix+"-dlq-reader", "%DLQ%"+group, func(got []*primitive.MessageExt) bool { return len(got) > 0 }, wait, 0)
+	if err != nil {
+		return nil, err
+	}
+	deadLetters := []map[string]any{}
+	for _, m := range dead {
+		one := seen(m)
+		one["retry_topic"] = m.GetProperty(primitive.PropertyRetryTopic)
+		deadLetters = append(deadLetters, one)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	outcome := map[string]any{"dead_letters": byBody(deadLetters), "one_queue_per_order": len(queues) == 2}
+	for key, handed := range byOrder {
+		outcome[key] = handed
+	}
+	return outcome, nil
 }
 
 // The pull consumer of examples/consumer/pull/poll, subscribed to every message of topic (a new
