@@ -31,6 +31,7 @@ import functools
 import json
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
@@ -68,6 +69,7 @@ PULL_SUSPEND = 0x2  # wait for messages when there are none
 PULL_SUBSCRIPTION = 0x4  # the pull carries the subscription to filter by
 _POLL = 0.1  # seconds between looks at an empty queue during long polling
 _DEFAULT_QUEUES = 4  # DefaultMQProducer's defaultTopicQueueNums
+_ENDS_KNOWN = 16384  # transactions prepared here whose END_TRANSACTION needs no lookup
 
 
 class RemotingBroker:
@@ -87,6 +89,10 @@ class RemotingBroker:
         self._subscriptions: dict[tuple[str, str], Filter | errors.InvalidFilter] = {}
         self._notices: set[asyncio.Task[None]] = set()  # being written, held until they are
         self._locks = QueueLocks()
+        # Message id: transaction id, of the transactions prepared here and not yet ended (the
+        # newest _ENDS_KNOWN), so that their END_TRANSACTION goes to the writer without first
+        # looking the transaction up by message id. Both ids are unique and never change.
+        self._transaction_ids: OrderedDict[str, str] = OrderedDict()
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -155,8 +161,12 @@ class RemotingBroker:
                 sent = await self._retried(topic.removeprefix(RETRY_PREFIX), sent, reconsumed, fields)
             if any(prepared):
                 txn = await self._transactions.prepare(sent[0], group, typed=False)
-                txn_id = txn.message_id
-                return self._sent(request, connection, topic, txn.queue_id, txn.half_offset, 1, transaction_id=txn_id)
+                self._transaction_ids[txn.message_id] = txn.transaction_id
+                if len(self._transaction_ids) > _ENDS_KNOWN:
+                    self._transaction_ids.popitem(last=False)
+                return self._sent(
+                    request, connection, topic, txn.queue_id, txn.half_offset, 1, transaction_id=txn.message_id
+                )
             placed = await self._messaging.send(sent, typed=False)
         except errors.HalfmqError as exc:
             return request.answer(code_of(exc), str(exc))
@@ -217,13 +227,18 @@ class RemotingBroker:
         if resolution is None:
             return request.answer(Response.SYSTEM_ERROR, f"commitOrRollback {fields.get('commitOrRollback')} is no end")
         group, from_check = fields.get("producerGroup", ""), fields.get("fromTransactionCheck") == "true"
+        message_id = fields.get("msgId", "")
         try:
-            txn = await self._transactions.transaction_of_message(fields.get("msgId", ""))
+            transaction_id = self._transaction_ids.get(message_id)
+            if transaction_id is None:
+                transaction_id = (await self._transactions.transaction_of_message(message_id)).transaction_id
             if from_check:
-                self._registry.answered(txn.transaction_id)
-                await self._transactions.answer_check(txn.transaction_id, group, resolution)
+                self._registry.answered(transaction_id)
+                await self._transactions.answer_check(transaction_id, group, resolution)
             elif resolution is not Resolution.UNKNOWN:
-                await self._transactions.end(txn.transaction_id, group, resolution, Source.CLIENT)
+                await self._transactions.end(transaction_id, group, resolution, Source.CLIENT)
+            if resolution is not Resolution.UNKNOWN:
+                self._transaction_ids.pop(message_id, None)
         except errors.HalfmqError as exc:
             log.info("END_TRANSACTION of %s from %s refused: %s", fields.get("msgId"), connection.peer, exc)
             return request.answer(code_of(exc), str(exc))
