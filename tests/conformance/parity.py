@@ -32,6 +32,7 @@ INSTALLED = {
     "rocketmq-client": test_conformance_rocketmq_classic.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
     "rocketmq-client-4": test_conformance_rocketmq_classic.JAVA_CLIENT_4.split(":", 1)[1].replace(":", " "),
     "rocketmq-client-go": test_conformance_rocketmq_classic.GO_CLIENT,
+    "rocketmq-spring-boot-starter": test_conformance_rocketmq_classic.SPRING_STARTER.split(":", 1)[1].replace(":", " "),
 }
 
 
