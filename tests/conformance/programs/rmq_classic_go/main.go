@@ -451,14 +451,19 @@ func (s scenarios) pushConsumer(group, topic string, maxReconsumeTimes int32, or
 	return c, nil
 }
 
-// waitFor waits until count() reaches n or checkWait is over, then for settle more, so that anything
-// beyond what was expected shows.
-func waitFor(count func() int, n int) {
+// deadLetters waits until the push consumer c of group was handed n deliveries (by handed) or
+// checkWait is over, then for settle more, so that anything beyond what was expected shows; shuts
+// c down, and reads the group's dead-letter topic.
+func (s scenarios) deadLetters(c rocketmq.PushConsumer, group string, handed func() int, n int) ([]*primitive.MessageExt, error) {
 	deadline := time.Now().Add(checkWait)
-	for count() < n && time.Now().Before(deadline) {
+	for handed() < n && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(settle)
+	if err := c.Shutdown(); err != nil {
+		return nil, fmt.Errorf("shutdown push consumer: %w", err)
+	}
+	return s.read(s.prefix+"-dlq-reader", "%DLQ%"+group, func(got []*primitive.MessageExt) bool { return len(got) > 0 }, wait, 0)
 }
 
 // The retry example (examples/consumer/retry/concurrent), as RmqClassicJava's retry scenario: three
@@ -508,11 +513,7 @@ func (s scenarios) retry() (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	waitFor(func() int { mu.Lock(); defer mu.Unlock(); return len(deliveries) }, 6)
-	if err = c.Shutdown(); err != nil {
-		return nil, fmt.Errorf("shutdown push consumer: %w", err)
-	}
-	dead, err := s.read(s.prefix+"-dlq-reader", "%DLQ%"+group, func(got []*primitive.MessageExt) bool { return len(got) > 0 }, wait, 0)
+	dead, err := s.deadLetters(c, group, func() int { mu.Lock(); defer mu.Unlock(); return len(deliveries) }, 6)
 	if err != nil {
 		return nil, err
 	}
@@ -593,11 +594,7 @@ func (s scenarios) orderly() (map[string]any, error) {
 	}
 	// Order 0's five deliveries, and order 1's: its first three steps, then its last until the
 	// client dead-letters it (after its ReconsumeTimes passes the maximum: three deliveries).
-	waitFor(func() int { mu.Lock(); defer mu.Unlock(); return handed }, 11)
-	if err = c.Shutdown(); err != nil {
-		return nil, fmt.Errorf("shutdown push consumer: %w", err)
-	}
-	dead, err := s.read(s.prefix+"-dlq-reader", "%DLQ%"+group, func(got []*primitive.MessageExt) bool { return len(got) > 0 }, wait, 0)
+	dead, err := s.deadLetters(c, group, func() int { mu.Lock(); defer mu.Unlock(); return handed }, 11)
 	if err != nil {
 		return nil, err
 	}
