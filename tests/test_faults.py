@@ -219,12 +219,14 @@ def test_a_broker_killed_during_exactly_once_batches_loses_and_duplicates_nothin
 
     def killer() -> None:
         rng = random.Random(11)
-        for _ in range(kills):
-            time.sleep(rng.uniform(0.3, 0.9))
-            broker_process.kill()
-            broker_process.start()
-            restarts.append(time.monotonic())
-        killed.set()
+        try:
+            for _ in range(kills):
+                time.sleep(rng.uniform(0.3, 0.9))
+                broker_process.kill()
+                broker_process.start()
+                restarts.append(time.monotonic())
+        finally:
+            killed.set()  # a restart that failed ends the batches too, and the count below says so
 
     def batch_tables(batch: int) -> list[pa.Table]:
         return [pa.table({"body": [f"b{batch}-t{t}-r{r}".encode() for r in range(rows)]}) for t in range(tables)]

@@ -240,7 +240,7 @@ class RemotingBroker:
             if resolution is not Resolution.UNKNOWN:
                 self._transaction_ids.pop(message_id, None)
         except errors.HalfmqError as exc:
-            log.info("END_TRANSACTION of %s from %s refused: %s", fields.get("msgId"), connection.peer, exc)
+            log.info("END_TRANSACTION of %s from %s refused: %s", message_id, connection.peer, exc)
             return request.answer(code_of(exc), str(exc))
         return request.answer(Response.SUCCESS)
 

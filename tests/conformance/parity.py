@@ -23,16 +23,23 @@ BROKERS = {
 }
 CLIENT_PACKAGES = {"confluent-kafka": "confluent-kafka", "aiokafka": "aiokafka", "kafka-python": "kafka-python",
                    "python": "rocketmq-python-client"}  # fmt: skip
+
+
+def _maven(artifact: str) -> str:
+    """``group:artifact:version`` as ``artifact version``."""
+    return artifact.split(":", 1)[1].replace(":", " ")
+
+
 # The clients from npm and Maven Central, at the versions their tests install.
 INSTALLED = {
     "kafkajs": test_conformance_kafka.KAFKAJS.replace("@", " "),
-    "kafka-clients": test_conformance_kafka.KAFKA_JAVA[0].split(":", 1)[1].replace(":", " "),
+    "kafka-clients": _maven(test_conformance_kafka.KAFKA_JAVA[0]),
     "nodejs": test_conformance_rocketmq.NODEJS_CLIENT.replace("@", " "),
-    "java": test_conformance_rocketmq.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
-    "rocketmq-client": test_conformance_rocketmq_classic.JAVA_CLIENT.split(":", 1)[1].replace(":", " "),
-    "rocketmq-client-4": test_conformance_rocketmq_classic.JAVA_CLIENT_4.split(":", 1)[1].replace(":", " "),
+    "java": _maven(test_conformance_rocketmq.JAVA_CLIENT),
+    "rocketmq-client": _maven(test_conformance_rocketmq_classic.JAVA_CLIENT),
+    "rocketmq-client-4": _maven(test_conformance_rocketmq_classic.JAVA_CLIENT_4),
     "rocketmq-client-go": test_conformance_rocketmq_classic.GO_CLIENT,
-    "rocketmq-spring-boot-starter": test_conformance_rocketmq_classic.SPRING_STARTER.split(":", 1)[1].replace(":", " "),
+    "rocketmq-spring-boot-starter": _maven(test_conformance_rocketmq_classic.SPRING_STARTER),
 }
 
 

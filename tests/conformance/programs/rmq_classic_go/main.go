@@ -163,14 +163,15 @@ func message(topic, tag, key, body string, n int) *primitive.Message {
 	return msg
 }
 
-// producer is a started producer as the examples make one, its sends waiting sendTimeout.
-func (s scenarios) producer() (rocketmq.Producer, error) {
-	p, err := rocketmq.NewProducer(
+// producer is a started producer as the examples make one, its sends waiting sendTimeout, with
+// any options more.
+func (s scenarios) producer(more ...producer.Option) (rocketmq.Producer, error) {
+	p, err := rocketmq.NewProducer(append([]producer.Option{
 		producer.WithNsResolver(s.resolver()),
 		producer.WithRetry(2),
-		producer.WithGroupName(s.prefix+"-producer"),
+		producer.WithGroupName(s.prefix + "-producer"),
 		producer.WithSendMsgTimeout(sendTimeout),
-	)
+	}, more...)...)
 	if err != nil {
 		return nil, fmt.Errorf("new producer: %w", err)
 	}
@@ -543,18 +544,9 @@ func (s scenarios) retry() (map[string]any, error) {
 // was handed, by order, and the group's dead letters.
 func (s scenarios) orderly() (map[string]any, error) {
 	topic, group := s.prefix+"-orderly", s.prefix+"-orderly-consumer"
-	p, err := rocketmq.NewProducer(
-		producer.WithNsResolver(s.resolver()),
-		producer.WithRetry(2),
-		producer.WithGroupName(s.prefix+"-producer"),
-		producer.WithSendMsgTimeout(sendTimeout),
-		producer.WithQueueSelector(producer.NewHashQueueSelector()),
-	)
+	p, err := s.producer(producer.WithQueueSelector(producer.NewHashQueueSelector()))
 	if err != nil {
-		return nil, fmt.Errorf("new producer: %w", err)
-	}
-	if err = p.Start(); err != nil {
-		return nil, fmt.Errorf("start producer: %w", err)
+		return nil, err
 	}
 	queues := map[string]int{} // the queue of each order
 	for order := 0; order < 2; order++ {
