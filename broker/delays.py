@@ -56,10 +56,13 @@ class DelayService:
         return True
 
     async def hold(self, placed: Sequence[tuple[Message, int]], now_ms: int) -> list[Placement]:
-        """Store delayed messages for their queues, all or none, each with its due time in its
+        """Store delayed messages for their queues, all or none, a timer's with its due time in its
         ``DELIVER_AT`` property; each placement's offset is -1 (it has none until due) and its
         recall handle names it and when it is due."""
-        timed = [(replace(m, properties={**m.properties, DELIVER_AT: str(m.deliver_at)}), q) for m, q in placed]
+        timed = [
+            (replace(m, properties={**m.properties, DELIVER_AT: str(m.deliver_at)}) if m.timer else m, q)
+            for m, q in placed
+        ]
         held = await self._store.hold(timed, now_ms)
         return [
             Placement(h.topic, h.queue_id, -1, h.message_id, recall_handle=f"{h.delay_id}.{h.due_at}") for h in held

@@ -313,6 +313,7 @@ class MessagingService(PullService):
         copy = Message(
             topic, message.body, uuid.uuid4().hex, message.keys, message.tags, sent_back_properties(message, attempts),
             message.born_timestamp, None if delay is None else to_ms(self._clock()) + round(delay * 1000), queue_id=0,
+            timer=False,
         )  # fmt: skip
         return (await self.send([copy]))[0]
 

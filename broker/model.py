@@ -63,7 +63,9 @@ _CLIENT_ID = re.compile(r"[\x21-\x7e]{1,256}")
 @dataclass(frozen=True)
 class Message:
     """A message as a producer sends it; ``born_timestamp`` is the producer's clock (ms);
-    ``deliver_at`` (broker ms), when set, makes it a delayed message: held until then;
+    ``deliver_at`` (broker ms), when set, makes it a delayed message: held until then, and, with
+    ``timer`` (a time its producer named), delivered saying when it was due (``DELIVER_AT``), as
+    RocketMQ's broker does for a timer and not for a delay level or a retry;
     ``queue_id``, when set, is the queue the producer chose (RocketMQ's remoting clients choose
     one), else the broker picks it."""
 
@@ -76,6 +78,7 @@ class Message:
     born_timestamp: int = 0
     deliver_at: int | None = None
     queue_id: int | None = None
+    timer: bool = True
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,8 @@ BUILD_TIMEOUT = 600  # seconds
 SCENARIOS = {
     "java_client": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly", "scheduled", "filter",
                     "broadcasting"],
-    # The same program against 4.9.x, for the producer and transaction examples most code runs.
-    "java_client_4": ["quickstart", "transaction"],
+    "java_client_4": ["quickstart", "async-oneway", "batch", "transaction", "retry", "orderly", "scheduled", "filter",
+                      "broadcasting"],
     "go_client": ["quickstart", "transaction", "scheduled", "retry", "orderly"],
     "spring_client": ["transaction"],
 }  # fmt: skip

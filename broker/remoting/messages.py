@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 
 from broker.model import Message, StoredMessage
 from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, ORIGIN_TOPIC, RETRY_PREFIX
-from broker.rocketmq.delays import due_at
+from broker.rocketmq.delays import due_at, is_timer
 
 NAME_VALUE = "\x01"
 SEPARATOR = "\x02"
@@ -92,6 +92,7 @@ def to_core(
         born_timestamp=born_timestamp,
         deliver_at=due_at(properties, now_ms),
         queue_id=queue_id,
+        timer=is_timer(properties),
     )
 
 

@@ -10,6 +10,14 @@ from collections.abc import Mapping
 DELAY_LEVELS = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 
 
+TIMERS = ("TIMER_DELIVER_MS", "TIMER_DELAY_MS", "TIMER_DELAY_SEC")
+
+
+def is_timer(properties: Mapping[str, str]) -> bool:
+    """Whether a message says when it is due by a timer property (not by a delay level)."""
+    return any(name in properties for name in TIMERS)
+
+
 def due_at(properties: Mapping[str, str], now_ms: int) -> int | None:
     """The broker time (ms) a message with ``properties`` is due, or None when it is not delayed.
     A level above 18 counts as 18, as RocketMQ's broker takes it. Raises ValueError for a value

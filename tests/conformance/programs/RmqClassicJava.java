@@ -471,7 +471,7 @@ public class RmqClassicJava {
         }
 
         /**
-         * ScheduledMessageProducer's delay level 2 (5 s), and TimerMessageProducer's three ways of
+         * ScheduledMessageProducer's delay level 2 (5 s), and (5.x) TimerMessageProducer's three ways of
          * saying when: a delivery time 3 s ahead, a delay of 3,000 ms and of 3 s, to a topic of
          * delayed messages; beside them a message sent at once (the broker takes it there, as a
          * classic client's send is not checked for its topic's type). Each is read back, with whether it became readable no sooner than it was due
@@ -482,27 +482,32 @@ public class RmqClassicJava {
             Map<String, Long> delays = new TreeMap<>(); // body: ms it waits
             DefaultMQProducer producer = producer(topic);
             try {
+                List<Message> sending = new ArrayList<>();
                 Message level = message(topic, "TagA", "s-level", "level 2", 0);
                 level.setDelayTimeLevel(2);
+                sending.add(level);
                 delays.put("level 2", 5_000L);
-                Message deliverAt = message(topic, "TagA", "s-deliver", "deliver at", 1);
-                timer(deliverAt, "setDeliverTimeMs", System.currentTimeMillis() + 3_000);
-                delays.put("deliver at", 3_000L);
-                Message delayMs = message(topic, "TagA", "s-ms", "delay ms", 2);
-                timer(delayMs, "setDelayTimeMs", 3_000);
-                delays.put("delay ms", 3_000L);
-                Message delaySec = message(topic, "TagA", "s-sec", "delay sec", 3);
-                timer(delaySec, "setDelayTimeSec", 3);
-                delays.put("delay sec", 3_000L);
-                Message now = message(topic, "TagA", "s-now", "now", 4);
+                if (TIMERS) {
+                    Message deliverAt = message(topic, "TagA", "s-deliver", "deliver at", 1);
+                    timer(deliverAt, "setDeliverTimeMs", System.currentTimeMillis() + 3_000);
+                    delays.put("deliver at", 3_000L);
+                    Message delayMs = message(topic, "TagA", "s-ms", "delay ms", 2);
+                    timer(delayMs, "setDelayTimeMs", 3_000);
+                    delays.put("delay ms", 3_000L);
+                    Message delaySec = message(topic, "TagA", "s-sec", "delay sec", 3);
+                    timer(delaySec, "setDelayTimeSec", 3);
+                    delays.put("delay sec", 3_000L);
+                    sending.addAll(List.of(deliverAt, delayMs, delaySec));
+                }
+                sending.add(message(topic, "TagA", "s-now", "now", 4));
                 delays.put("now", 0L);
-                for (Message msg : List.of(level, deliverAt, delayMs, delaySec, now)) {
+                for (Message msg : sending) {
                     producer.send(msg, TIMEOUT);
                 }
             } finally {
                 producer.shutdown();
             }
-            List<MessageExt> read = read(prefix + "-reader", topic, got -> got.size() >= 5, WAIT, SETTLE);
+            List<MessageExt> read = read(prefix + "-reader", topic, got -> got.size() >= delays.size(), WAIT, SETTLE);
             Map<String, Object> outcome = new TreeMap<>();
             outcome.put("read", read.stream().map(m -> {
                 Map<String, Object> seen = seen(m);
@@ -697,10 +702,13 @@ public class RmqClassicJava {
         }
     }
 
+    /** Whether the client has 5.x's timer messages; 4.9.x has delay levels only. */
+    static final boolean TIMERS = Arrays.stream(Message.class.getMethods()).anyMatch(m -> m.getName().equals("setDeliverTimeMs"));
+
     /**
      * A 5.x timer message setter ({@code setDeliverTimeMs}, {@code setDelayTimeMs},
      * {@code setDelayTimeSec}), called by name: 4.9.x has no timer messages, and this program also
-     * compiles against it (its scenarios there leave timers out).
+     * compiles against it (its scenarios there leave timers out: {@link #TIMERS}).
      */
     static void timer(Message message, String setter, long value) throws Exception {
         Message.class.getMethod(setter, long.class).invoke(message, value);
