@@ -4,6 +4,6 @@ set -euo pipefail
 source "$(dirname "$0")/venv.sh" dev,spark,rocketmq
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-HALFMQ_PARITY_RESULTS="$results" .venv/bin/python -m pytest -q -p no:cacheprovider -n 3 --dist loadgroup tests/test_conformance_*.py
+HALFMQ_PARITY_RESULTS="$results" .venv/bin/python -m pytest -q -p no:cacheprovider -n 4 --dist loadgroup tests/test_conformance_*.py
 .venv/bin/python -m tests.conformance.parity "$results" docs/parity.md
 echo "wrote docs/parity.md"

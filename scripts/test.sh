@@ -14,10 +14,10 @@ fi
 # the cores that the tests bounding what the store takes under load want. Meanwhile the
 # Go client's modules download (network, not cores), so its program only compiles then. Its
 # scenarios spread over the workers by client (tests/conftest.py groups them), not by file, and
-# over three workers, not two: they spend half their time waiting on the brokers' timers.
+# over four workers, not two: they spend half their time waiting on the brokers' timers.
 if command -v go >/dev/null; then
   (cd tests/conformance/programs/rmq_classic_go && go mod download) > .venv/go-mod-download.log 2>&1 &
 fi
 "${pytest[@]}" --ignore-glob='tests/test_conformance_*.py'
 wait
-"${pytest[@]}" -n 3 --dist loadgroup tests/test_conformance_*.py
+"${pytest[@]}" -n 4 --dist loadgroup tests/test_conformance_*.py

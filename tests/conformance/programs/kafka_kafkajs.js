@@ -40,13 +40,37 @@ async function withAdmin(use) {
   }
 }
 
+/**
+ * Wait until every partition of the topics has a leader. kafkajs's own wait (createTopics'
+ * waitForLeaders) gives up at the first UNKNOWN_TOPIC_OR_PARTITION, which a busy Kafka broker
+ * answers while a topic it just created is not yet in its metadata; this one waits that out too.
+ */
+async function leaders(admin, names) {
+  const deadline = Date.now() + WAIT;
+  for (;;) {
+    try {
+      const { topics: found } = await admin.fetchTopicMetadata({ topics: names });
+      if (found.every((t) => t.partitions.length && t.partitions.every((p) => p.leader >= 0))) return;
+    } catch (error) {
+      if (!error.retriable || Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`no leaders for ${names} within ${WAIT} ms`);
+    await sleep(100);
+  }
+}
+
 /** Create topics; each one's error name, or null. */
 async function create(...topics) {
   const names = topics.map(([topic]) => topic);
   const created = Object.fromEntries(names.map((name) => [name, null]));
   try {
-    const made = await withAdmin((admin) =>
-      admin.createTopics({ topics: topics.map(([topic, numPartitions]) => ({ topic, numPartitions })) }));
+    const made = await withAdmin(async (admin) => {
+      const answer = await admin.createTopics({
+        topics: topics.map(([topic, numPartitions]) => ({ topic, numPartitions })), waitForLeaders: false,
+      });
+      await leaders(admin, names);
+      return answer;
+    });
     // kafkajs answers false, and throws nothing, when every topic already existed
     if (!made) for (const name of names) created[name] = "TOPIC_ALREADY_EXISTS";
   } catch (error) {
