@@ -31,7 +31,9 @@ GOALS = {"transactional": 1.0, "normal": 0.5}
 
 
 def sends(namesrv: str, seconds: float) -> dict[str, float]:
-    command = [*java_program(PROGRAM, [CLIENT]), namesrv, "txn", "bench", str(int(seconds)), str(THREADS)]
+    # the JVM's defaults (C2, parallel GC), as a client that sends for minutes runs in production
+    program = java_program(PROGRAM, [CLIENT], jvm_options=())
+    command = [*program, namesrv, "txn", "bench", str(int(seconds)), str(THREADS)]
     ran = subprocess.run(command, capture_output=True, text=True, timeout=seconds * 2 + 300)
     if ran.returncode != 0:
         raise RuntimeError(f"ClassicSends against {namesrv} failed:\n{ran.stderr[-4000:]}")
