@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 from broker.clock import Clock, system_clock, to_ms
+from broker.coalesce import Coalescer
 from broker.columns import MessageColumns, check_columns
 from broker.delays import DelayService, due_of
 from broker.errors import HalfmqError, InvalidArgument, TopicExists, TopicNotFound
@@ -75,6 +76,7 @@ class MessagingService(PullService):
         self._max_body_bytes = max_body_bytes
         self._clock = clock
         self._turns: dict[str, itertools.count[int]] = {}  # per topic: which queue takes the next table
+        self._singles = Coalescer(self._send_items, MAX_BATCH)  # single sends arriving together: one write
 
     async def create_topic(
         self, name: str, queues: int, retention: float | None = None, message_type: MessageType | None = None
@@ -119,20 +121,29 @@ class MessagingService(PullService):
         appended = await self._store.append(placed, now_ms)
         return cast(list[Placement], _placements(messages, appended))
 
+    async def send_one(self, message: Message, *, typed: bool = True) -> Placement:
+        """``send`` of one message; single sends that arrive together are stored in one write
+        (``send_each``), as a RocketMQ producer's threads send one message each."""
+        return await self._singles.submit((message, typed))
+
     async def send_each(self, messages: Sequence[Message]) -> list[Placement | HalfmqError]:
         """``send``, each message on its own, stored in one write (and the delayed ones in
         another): each gets its position or its own error. Raises InvalidArgument for a batch of
         the wrong size, or a failure of a write."""
         if not 1 <= len(messages) <= MAX_BATCH:
             raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(messages)}")
+        return await self._send_items([(message, True) for message in messages])
+
+    async def _send_items(self, items: Sequence[tuple[Message, bool]]) -> list[Placement | HalfmqError]:
+        """``send_each`` for (message, typed) items."""
         now_ms = to_ms(self._clock())
         results: list[Placement | HalfmqError | None] = []
         placed: list[tuple[Message, int]] = []
         held: list[tuple[Message, int]] = []
         waits: list[bool] = []  # per message that may be stored, whether it is held
-        for message in messages:
+        for message, typed in items:
             try:
-                queue_id = self._queue_of(message)
+                queue_id = self._queue_of(message, typed)
                 waits.append(self._delays.is_delayed(message, now_ms))
             except HalfmqError as exc:
                 results.append(exc)

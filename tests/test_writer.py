@@ -71,3 +71,52 @@ def test_queue_offsets_stay_dense_when_a_job_fails_after_taking_one(tmp_path):
         return offsets
 
     assert asyncio.run(scenario()) == [0, 1]
+
+
+def test_single_sends_prepares_and_ends_sent_together_are_written_as_one_job_each_with_their_own_outcomes(
+    tmp_path,
+):
+    """A RocketMQ producer's threads send messages, half messages and ends one at a time: those
+    that arrive together are one writer job, and a refused item fails alone."""
+    from broker.delays import DelayService
+    from broker.errors import TopicNotFound, TransactionNotFound
+    from broker.messaging import MessagingService
+    from broker.metrics import Metrics
+    from broker.model import Message, MessageType, Resolution, Source, TransactionState
+    from broker.store import Store
+    from broker.transaction.service import TransactionService
+    from tests.support import topic_rows
+
+    jobs = [0]
+
+    async def together(calls) -> tuple[list[object], int]:
+        before = jobs[0]
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        return outcomes, jobs[0] - before
+
+    async def scenario():
+        store = Store(tmp_path, flush=Flush.ASYNC, on_commit=lambda n, _: jobs.__setitem__(0, jobs[0] + n))
+        service = TransactionService(store, max_body_bytes=1024, metrics=Metrics())
+        await store.create_topic("t", 2, None, MessageType.TRANSACTION)
+        topics = ["t"] * 20 + ["missing"]
+        prepared = await together(
+            service.prepare(Message(topic, f"m{i}".encode(), f"id-{i}"), "g") for i, topic in enumerate(topics)
+        )
+        ids = [txn.transaction_id for txn in prepared[0][:20]] + ["0" * 32]
+        ended = await together(service.end(txid, "g", Resolution.COMMIT, Source.CLIENT) for txid in ids)
+        messaging = MessagingService(store, DelayService(store, max_delay=60), max_body_bytes=1024)
+        await store.create_topic("plain", 2)
+        sent = await together(
+            messaging.send_one(Message(topic, f"p{i}".encode(), f"p-{i}"), typed=False)
+            for i, topic in enumerate(["plain"] * 20 + ["missing"])
+        )
+        store.close()
+        return prepared, ended, sent
+
+    (prepared, prepare_jobs), (ended, end_jobs), (sent, send_jobs) = asyncio.run(scenario())
+    assert (prepare_jobs, end_jobs, send_jobs) == (1, 1, 1)
+    assert isinstance(prepared[-1], TopicNotFound) and isinstance(ended[-1], TransactionNotFound)
+    assert isinstance(sent[-1], TopicNotFound)
+    assert sorted(body for *_, body in topic_rows(tmp_path, "plain")) == sorted(f"p{i}".encode() for i in range(20))
+    assert [r.state for r in ended[:20]] == [TransactionState.COMMITTED] * 20
+    assert sorted(body for *_, body in topic_rows(tmp_path, "t")) == sorted(f"m{i}".encode() for i in range(20))

@@ -167,7 +167,10 @@ class RemotingBroker:
                 return self._sent(
                     request, connection, topic, txn.queue_id, txn.half_offset, 1, transaction_id=txn.message_id
                 )
-            placed = await self._messaging.send(sent, typed=False)
+            if len(sent) == 1:
+                placed = [await self._messaging.send_one(sent[0], typed=False)]
+            else:
+                placed = await self._messaging.send(sent, typed=False)
         except errors.HalfmqError as exc:
             return request.answer(code_of(exc), str(exc))
         return self._sent(request, connection, placed[0].topic, placed[0].queue_id, placed[0].queue_offset, len(placed))

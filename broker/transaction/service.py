@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from broker.clock import Clock, system_clock, to_ms
+from broker.coalesce import Coalescer
 from broker.errors import HalfmqError, InvalidArgument
+from broker.messaging import MAX_BATCH
 from broker.metrics import Metrics
 from broker.model import (
     RESOLVED_STATE,
@@ -28,7 +30,6 @@ from broker.model import (
     merged,
     new_transaction_id,
     queue_of,
-    single,
     type_of,
 )
 from broker.store import Store
@@ -42,6 +43,9 @@ class TransactionService:
         self._max_body_bytes = max_body_bytes
         self._metrics = metrics
         self._clock = clock
+        # single prepares and ends arriving together are written as one batch each
+        self._prepares = Coalescer(self._prepare_items, MAX_BATCH)
+        self._ends = Coalescer(self.end_many, MAX_BATCH)
 
     async def prepare(self, message: Message, producer_group: str, *, typed: bool = True) -> Transaction:
         """Store ``message`` as a half message, invisible to consumers, and return its transaction.
@@ -50,17 +54,20 @@ class TransactionService:
         A retried send with the same message id returns the original transaction.
         Raises InvalidArgument, MessageTooLarge, HiddenTopic, TopicNotFound or MessageIdInUse.
         """
-        return single(await self.prepare_many([(message, producer_group)], typed=typed))
+        return await self._prepares.submit((message, producer_group, typed))
 
     async def prepare_many(
         self, items: Sequence[tuple[Message, str]], *, typed: bool = True
     ) -> list[Transaction | HalfmqError]:
         """``prepare`` for (message, producer group) items, stored in one write: each item gets its
         transaction or its own error. Raises only for a failure of the whole write."""
+        return await self._prepare_items([(message, producer_group, typed) for message, producer_group in items])
+
+    async def _prepare_items(self, items: Sequence[tuple[Message, str, bool]]) -> list[Transaction | HalfmqError]:
         now_ms = self._now_ms()
         results: list[Transaction | HalfmqError | None] = []
         valid: list[tuple[Message, str, int, str]] = []
-        for message, producer_group in items:
+        for message, producer_group, typed in items:
             try:
                 check_message(message, self._max_body_bytes)
                 check_name("producer group", producer_group)
@@ -111,7 +118,7 @@ class TransactionService:
         resolution is harmless. Raises InvalidArgument, TransactionNotFound,
         ProducerGroupMismatch or ResolutionConflict (naming the recorded outcome).
         """
-        return single(await self.end_many([(transaction_id, producer_group, resolution, source)]))
+        return await self._ends.submit((transaction_id, producer_group, resolution, source))
 
     async def transaction_of_message(self, message_id: str) -> Transaction:
         """The transaction of the half message with ``message_id`` (for a protocol whose clients
