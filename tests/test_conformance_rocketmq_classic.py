@@ -80,10 +80,8 @@ def java_client_4() -> Client:
 
 @pytest.fixture(scope="module")
 def spring_client() -> Client:
-    """A Spring Boot application of RocketMQ's starter (RocketMQTemplate and its listeners), on
-    the JVM's defaults: run short (C1 only) beside four busy workers, its consumer once missed the
-    first commit on the real broker, as if its queues came to it after that message."""
-    program = java_program(PROGRAMS / "RmqSpring.java", [SPRING_STARTER], jvm_options=())
+    """A Spring Boot application of RocketMQ's starter (RocketMQTemplate and its listeners)."""
+    program = java_program(PROGRAMS / "RmqSpring.java", [SPRING_STARTER])
     return Client("rocketmq-spring-boot-starter", program)
 
 

@@ -13,7 +13,8 @@
  * command line. The scenario is RmqClassicJava's transaction scenario: t-0 commits and t-1 rolls
  * back when the half message is sent; t-2 and t-3 answer UNKNOWN and the broker's check-backs
  * find them committed (t-2) and rolled back (t-3). The consumer is a @RocketMQMessageListener of a
- * new group with the starter's defaults, started with the application, before the sends.
+ * new group with the starter's defaults, started with the application; the sends wait until it
+ * holds the topic's queues, so that where it starts reading is settled before the first commit.
  *
  * What an outcome leaves out, as not the broker's to decide: ids, and the values of the headers
  * Spring gives every message ("id", "timestamp"), which the starter sends as user properties.
@@ -38,6 +39,7 @@ import org.apache.rocketmq.spring.core.RocketMQListener;
 import org.apache.rocketmq.spring.core.RocketMQLocalTransactionListener;
 import org.apache.rocketmq.spring.core.RocketMQLocalTransactionState;
 import org.apache.rocketmq.spring.core.RocketMQTemplate;
+import org.apache.rocketmq.spring.support.DefaultRocketMQListenerContainer;
 import org.apache.rocketmq.spring.support.RocketMQHeaders;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.annotation.Value;
@@ -46,6 +48,7 @@ import org.springframework.boot.CommandLineRunner;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.context.ApplicationContext;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Import;
 import org.springframework.messaging.Message;
@@ -57,6 +60,8 @@ import org.springframework.messaging.support.MessageBuilder;
 @Import({RmqSpring.TransactionListenerImpl.class, RmqSpring.TransactionConsumer.class})
 public class RmqSpring implements CommandLineRunner {
     static final long CHECK_WAIT = 60_000; // ms the scenario waits for the commits and check-backs
+    static final long QUEUES_WAIT = 60_000; // ms it waits for its consumer to hold the topic's queues
+    static final int QUEUES = 2; // the topic's
     static final long SETTLE = 5_000; // ms it goes on reading once it has what it expects
     static final int SEND_TIMEOUT = 20_000; // ms, as RmqClassicJava's sends wait
     static final Set<String> SPRING_HEADERS = Set.of("id", "timestamp");
@@ -74,6 +79,9 @@ public class RmqSpring implements CommandLineRunner {
 
     @Value("${halfmq.topic}")
     String topic;
+
+    @Autowired
+    ApplicationContext context; // the starter registers its listener containers once the beans are made
 
     public static void main(String[] args) throws Exception {
         if (args.length != 3 || !args[2].equals("transaction")) {
@@ -104,6 +112,10 @@ public class RmqSpring implements CommandLineRunner {
 
     @Override
     public void run(String... args) throws Exception {
+        long held = System.currentTimeMillis() + QUEUES_WAIT;
+        while (queuesHeld() < QUEUES && System.currentTimeMillis() < held) {
+            Thread.sleep(100);
+        }
         List<List<String>> sent = new ArrayList<>();
         for (int i = 0; i < 4; i++) {
             String key = "t-" + i;
@@ -139,6 +151,13 @@ public class RmqSpring implements CommandLineRunner {
         }
         OUTCOME.put("properties", properties);
         OUTCOME.put("tags", new ArrayList<>(new TreeSet<>(READ.stream().map(MessageExt::getTags).toList())));
+    }
+
+    /** How many of the topic's queues the consumer has been given by its rebalance. */
+    int queuesHeld() {
+        return context.getBeansOfType(DefaultRocketMQListenerContainer.class).values().stream()
+            .mapToInt(c -> c.getConsumer().getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().size())
+            .sum();
     }
 
     static Set<String> bodies() {
