@@ -26,6 +26,7 @@ from broker.kafka_api.transactions import KafkaTransactions
 from broker.kafka_txn import KafkaTxnService
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
+from broker.operators import OperatorService
 from broker.packer import Packer
 from broker.pull_process import PullProcesses
 from broker.remoting.handlers import RemotingBroker
@@ -81,6 +82,7 @@ class Broker:
         self.transactions = TransactionService(
             self.store, max_body_bytes=settings.max_body_bytes, metrics=self.metrics, clock=self.clock
         )
+        self.operators = OperatorService(self.store, self.messaging, self.clients, clock=self.clock)
         self.batches = BatchService(
             self.store,
             self.messaging,
@@ -186,6 +188,7 @@ class Broker:
             store=self.store,
             messaging=self.messaging,
             transactions=self.transactions,
+            operators=self.operators,
             registry=self.registry,
             clients=self.clients,
             metrics=self.metrics,

@@ -12,9 +12,12 @@ in one table each (``broker.grpc_api.status``). ``code`` is the stable name sent
     │   ├── TopicNotFound        the topic does not exist
     │   ├── DelayedMessageNotFound  a recall of no waiting delayed message
     │   ├── TransactionNotFound  no half message has this transaction id
-    │   └── TransactionalIdNotFound  a Kafka-model call for a transactional id never initialised
+    │   ├── TransactionalIdNotFound  a Kafka-model call for a transactional id never initialised
+    │   ├── MessageNotFound      no message, held or stored, has this id
+    │   └── GroupNotFound        no consumer group of this name has offsets, deliveries or a policy
     ├── HiddenTopic              a system topic named through a data API
     ├── TopicExists              the topic exists with a different queue count or type
+    ├── GroupNotEmpty            a consumer group with live members: its offsets stay as they are
     ├── MessageTypeMismatch      a message of a type its topic does not accept
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
     ├── ResolutionConflict       the transaction was already resolved differently
@@ -104,6 +107,25 @@ class TransactionalIdNotFound(NotFound):
     """Raised when a Kafka-model call names a transactional id no producer ever initialised."""
 
     code = "TRANSACTIONAL_ID_NOT_FOUND"
+
+
+class MessageNotFound(NotFound):
+    """Raised when no message, held or stored, has the id an operator names."""
+
+    code = "MESSAGE_NOT_FOUND"
+
+
+class GroupNotFound(NotFound):
+    """Raised when an operator names a consumer group the broker knows nothing of."""
+
+    code = "GROUP_NOT_FOUND"
+
+
+class GroupNotEmpty(HalfmqError):
+    """Raised when an operator resets or deletes a consumer group that has live members, as
+    Kafka refuses it (NON_EMPTY_GROUP): its consumers would write over the change."""
+
+    code = "GROUP_NOT_EMPTY"
 
 
 class HiddenTopic(HalfmqError):

@@ -99,6 +99,42 @@ class StoredMessage:
 
 
 @dataclass(frozen=True)
+class Found:
+    """A message found for an operator: ``state`` is STORED (at its position), DELAYED (held
+    until ``due_at``, position -1) or, for a transaction's half message not committed, its
+    transaction's state (PENDING, ROLLED_BACK, DISCARDED; position -1)."""
+
+    message: StoredMessage
+    state: str
+    due_at: int | None = None
+
+
+@dataclass(frozen=True)
+class GroupTrace:
+    """What became of a message for one consumer group: ``state`` is WAITING (not reached yet),
+    DELIVERED (handed out, not acknowledged yet), RETRYING (sent back to the group's retry topic),
+    ACKNOWLEDGED (its offset committed, or acknowledged) or DEAD_LETTERED; ``attempts`` counts
+    deliveries where the broker knows them (0 where it does not); ``copies`` are its retries and
+    its dead letter, oldest first."""
+
+    group: str
+    state: str
+    attempts: int
+    copies: tuple[StoredMessage, ...] = ()
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Where a message went: as sent (held, stored), its transaction if it had one, and each
+    consumer group's part."""
+
+    message_id: str
+    found: tuple[Found, ...]
+    transaction: Transaction | None
+    groups: tuple[GroupTrace, ...]
+
+
+@dataclass(frozen=True)
 class Placement:
     """Where a sent message is stored. A delayed message has no offset (-1) until it is due, and a
     ``recall_handle`` that names it until then."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import ssl
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -32,7 +33,7 @@ class AdminClient:
             raise AdminError("BAD_CA", f"cannot use the CA file {ca}: {exc}") from None
 
     def get(self, path: str, **query: object) -> Any:
-        params = "&".join(f"{k}={v}" for k, v in query.items() if v is not None)
+        params = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         return self._request("GET", f"{path}?{params}" if params else path)
 
     def post(self, path: str, body: object = None) -> Any:
@@ -40,6 +41,9 @@ class AdminClient:
 
     def put(self, path: str, body: object) -> Any:
         return self._request("PUT", path, body)
+
+    def delete(self, path: str) -> Any:
+        return self._request("DELETE", path)
 
     def _request(self, method: str, path: str, body: object = None) -> Any:
         headers = {"Accept": "application/json"}
@@ -52,7 +56,8 @@ class AdminClient:
         request = urllib.request.Request(self._url + path, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=self._timeout, context=self._tls) as response:
-                return json.load(response)
+                answer = response.read()
+                return json.loads(answer) if answer else None
         except urllib.error.HTTPError as exc:
             try:
                 error = json.load(exc)["error"]

@@ -9,6 +9,7 @@ refuses the request (the error code is printed), 2 on a usage error or an unreac
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -109,6 +110,8 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
         page = client.get("/transactional-ids", state=args.state, limit=args.limit, offset=args.offset)
         rows = [{**t, "age": t["age_seconds"] and f"{t['age_seconds']:.1f}s"} for t in page["items"]]
         return page, f"{table(rows, KAFKA_TXN_COLUMNS)}\n{page['total']} in all"
+    if resource == "messages" or action in OPERATOR_ACTIONS:
+        return operate(args, client)
     if resource == "consumers" and action == "retry-policy":
         path = f"/consumers/{urllib.parse.quote(args.group, safe='')}/retry-policy"
         if args.max_attempts is None and args.backoff is None and args.fifo is None:
@@ -153,6 +156,65 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
         receipt,
         f"sent {receipt['message_id']} to {receipt['topic']}/{receipt['queue_id']} at offset {receipt['queue_offset']}",
     )
+
+
+OPERATOR_ACTIONS = ("reset-offsets", "delete", "resend-dead-letters")
+FOUND_COLUMNS = ("state", "topic", "queue_id", "queue_offset", "message_id", "keys", "tags", "stored_at", "body")
+
+
+def _found_rows(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**f, "keys": " ".join(f["keys"]), "body": f["body"][:40]} for f in found]
+
+
+def operate(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
+    """The operator's commands: find and trace messages, reset, delete and resend for a group."""
+    if args.resource == "messages" and args.action == "find":
+        if args.id is not None:
+            found = client.get(f"/messages/{_quoted(args.id)}")
+        elif args.key is not None:
+            found = client.get("/messages", key=args.key, limit=args.limit)
+        else:
+            found = client.get(f"/topics/{_quoted(args.topic)}/messages", since=args.since, until=args.until,
+                               limit=args.limit)  # fmt: skip
+        return found, table(_found_rows(found), FOUND_COLUMNS)
+    if args.resource == "messages":
+        trace = client.get(f"/messages/{_quoted(args.id)}/trace")
+        lines = [table(_found_rows(trace["found"]), FOUND_COLUMNS)]
+        if trace["transaction"] is not None:
+            txn = trace["transaction"]
+            lines.append(f"transaction {txn['transaction_id']} of {txn['producer_group']}: {txn['state']},"
+                         f" {txn['check_times']} check(s)")  # fmt: skip
+        groups = [{**g, "copies": " ".join(f"{c['topic']}/{c['queue_offset']}" for c in g["copies"])}
+                  for g in trace["groups"]]  # fmt: skip
+        lines.append(table(groups, ("group", "state", "attempts", "copies")))
+        return trace, "\n".join(lines)
+    group = f"/consumers/{_quoted(args.group)}"
+    if args.action == "delete":
+        client.delete(group)
+        return {"group": args.group, "deleted": True}, f"consumer group {args.group} deleted"
+    if args.action == "resend-dead-letters":
+        sent = client.post(f"{group}/dead-letters/resend", {"message_id": args.id})
+        return sent, f"{len(sent)} dead letter(s) of {args.group} sent again\n" + table(
+            sent, ("message_id", "topic", "queue_id", "queue_offset")
+        )
+    to, value = args.to
+    body = {"topic": args.topic, "to": to, "offset": value if to == "OFFSET" else None,
+            "timestamp": value if to == "DATETIME" else None}  # fmt: skip
+    reset = client.post(f"{group}/reset-offsets", body)
+    rows = [{"queue_id": q, "offset": o} for q, o in reset["offsets"].items()]
+    return reset, f"{args.group} on {args.topic}:\n" + table(rows, ("queue_id", "offset"))
+
+
+def _quoted(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def epoch_ms(text: str) -> int:
+    """An ISO 8601 time (local time when it names no zone) as epoch milliseconds."""
+    try:
+        return round(datetime.datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r} (e.g. 2026-11-28T09:30:00)") from None
 
 
 # The admin API's flags, which the offline store tools refuse.
@@ -241,6 +303,39 @@ def parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         help="a FIFO group gets one message of a message group at a time (--no-fifo: concurrent, the default)",
     )
+
+    for action, text in (
+        ("delete", "forget a group's offsets, deliveries and retry policy (refused while it has live consumers)"),
+        ("resend-dead-letters", "send a group's dead letters back to their original topics as new messages"),
+    ):
+        command(consumers, action, help=text).add_argument("group")
+    resend = consumers.choices["resend-dead-letters"]
+    resend.add_argument("--id", help="only the dead letter of this original message id")
+    reset = command(
+        consumers, "reset-offsets", help="move a group's offsets in a topic (refused while it has live consumers)"
+    )
+    reset.add_argument("group")
+    reset.add_argument("--topic", required=True)
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", dest="to", action="store_const", const=("EARLIEST", None))
+    to.add_argument("--to-latest", dest="to", action="store_const", const=("LATEST", None))
+    to.add_argument("--to-offset", dest="to", type=lambda n: ("OFFSET", int(n)), metavar="N",
+                    help="this offset, kept within each queue's range")  # fmt: skip
+    to.add_argument("--to-datetime", dest="to", type=lambda t: ("DATETIME", epoch_ms(t)), metavar="ISO",
+                    help="the first message stored at or after this time")  # fmt: skip
+
+    messages = command(resources, "messages", help="find messages and trace where one went").add_subparsers(
+        dest="action", required=True
+    )
+    find = command(messages, "find", help="messages held or stored, newest first")
+    by = find.add_mutually_exclusive_group(required=True)
+    by.add_argument("--id", help="a message id")
+    by.add_argument("--key", help="a key, in any topic")
+    by.add_argument("--topic", help="a topic's messages (with --since and --until)")
+    find.add_argument("--since", type=epoch_ms, metavar="TIME", help="stored at or after (ISO 8601)")
+    find.add_argument("--until", type=epoch_ms, metavar="TIME", help="stored before (ISO 8601; default now)")
+    find.add_argument("--limit", type=int, default=100, help="at most this many (default 100)")
+    command(messages, "trace", help="where a message went: held, stored, each group's deliveries").add_argument("id")
 
     command(resources, "clients", help="the clients connected now, by protocol and group").set_defaults(action="list")
 

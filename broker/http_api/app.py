@@ -20,7 +20,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from broker.clock import to_ms
 from broker.errors import HalfmqError
-from broker.http_api import clients, consumers, controls, kafka_groups, topics, transactional_ids, transactions
+from broker.http_api import (
+    clients,
+    consumers,
+    controls,
+    kafka_groups,
+    messages,
+    topics,
+    transactional_ids,
+    transactions,
+)
 from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.limits import TIMEOUT_KEEP_ALIVE, BoundedH11Protocol, RequestGate
 from broker.http_api.schemas import Health, Stats
@@ -51,7 +60,7 @@ def create_app(context: AdminContext) -> FastAPI:
         dependencies=[Depends(HTTPBearer(auto_error=False))],  # shows the token field in /docs; RequestGate checks it
     )
     app.state.context = context
-    routers = (topics, transactions, transactional_ids, kafka_groups, consumers, clients, controls)
+    routers = (topics, messages, transactions, transactional_ids, kafka_groups, consumers, clients, controls)
     for module in routers:
         app.include_router(module.router)
 

@@ -14,6 +14,7 @@ from broker.controls import TestControls
 from broker.kafka_api.groups import GroupView
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
+from broker.operators import OperatorService
 from broker.store import Store
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
@@ -25,6 +26,7 @@ class AdminContext:
     store: Store
     messaging: MessagingService
     transactions: TransactionService
+    operators: OperatorService
     registry: ProducerRegistry
     clients: Clients
     metrics: Metrics

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Generic, Literal, TypeVar
 
-from fastapi import Query
+from fastapi import Path, Query
 from pydantic import BaseModel, Field
 
 from broker.clock import to_ms
@@ -13,6 +13,7 @@ from broker.model import (
     MAX_RETENTION,
     AbortedBy,
     CheckRecord,
+    Found,
     Transaction,
     TransactionalId,
     TransactionState,
@@ -40,6 +41,11 @@ Offset = Annotated[int, Query(ge=0, le=MAX_OFFSET, description="items to skip")]
 EpochMs = Annotated[int, Field(description="broker time, milliseconds since the epoch")]
 _RETENTION = "seconds its committed messages are kept; 0 keeps them all, null follows the broker's --retention"
 
+
+# A topic's or consumer group's name, as ``broker.model.check_name`` takes it.
+NAME_PATTERN = r"^[A-Za-z0-9._%|-]{1,127}$"
+GroupName = Annotated[str, Path(pattern=NAME_PATTERN, description="a consumer group")]
+TopicName = Annotated[str, Field(pattern=NAME_PATTERN)]
 
 MessageTypeName = Literal["NORMAL", "FIFO", "DELAY", "TRANSACTION"]
 _MESSAGE_TYPE = "the one message type it accepts; null accepts every type"
@@ -279,3 +285,79 @@ def transaction_out(txn: Transaction, *, now_ms: int, online: bool, policy: Chec
         "resolved_at": txn.resolved_at,
         "resolution_source": txn.resolution_source,
     }
+
+
+class FoundOut(BaseModel):
+    """A message found: where it is, or why it is held."""
+
+    state: str = Field(
+        description="STORED; DELAYED (held until due_at); or a half message's transaction state (PENDING,"
+        " ROLLED_BACK, DISCARDED), not delivered"
+    )
+    topic: str
+    queue_id: int
+    queue_offset: int = Field(description="-1 while held")
+    message_id: str
+    transaction_id: str
+    keys: list[str]
+    tags: str
+    properties: dict[str, str]
+    body: str = Field(description="UTF-8 text, each byte that is not replaced by U+FFFD")
+    body_size: int
+    born_at: EpochMs
+    stored_at: EpochMs = Field(description="when it was stored, or held")
+    due_at: EpochMs | None = None
+
+    @classmethod
+    def of(cls, found: Found) -> FoundOut:
+        m = found.message
+        return cls(
+            state=found.state, topic=m.topic, queue_id=m.queue_id, queue_offset=m.queue_offset,
+            message_id=m.message_id, transaction_id=m.transaction_id, keys=list(m.keys), tags=m.tags,
+            properties=dict(m.properties), body=m.body.decode(errors="replace"), body_size=len(m.body),
+            born_at=m.born_timestamp, stored_at=m.store_timestamp, due_at=found.due_at,
+        )  # fmt: skip
+
+
+class GroupTraceOut(BaseModel):
+    group: str
+    state: str = Field(description="WAITING, DELIVERED, RETRYING, ACKNOWLEDGED or DEAD_LETTERED")
+    attempts: int = Field(description="deliveries, where the broker knows them (0 where it does not)")
+    copies: list[FoundOut] = Field(description="its retries and its dead letter, oldest first")
+
+
+class TraceOut(BaseModel):
+    message_id: str
+    found: list[FoundOut] = Field(description="the message as held or stored, newest first")
+    transaction: TransactionOut | None
+    groups: list[GroupTraceOut]
+
+
+class ResetToEnd(BaseModel):
+    topic: TopicName
+    to: Literal["EARLIEST", "LATEST"]
+
+
+class ResetToOffset(BaseModel):
+    topic: TopicName
+    to: Literal["OFFSET"]
+    offset: int = Field(ge=0, description="the offset, kept within each queue's range")
+
+
+class ResetToDatetime(BaseModel):
+    topic: TopicName
+    to: Literal["DATETIME"]
+    timestamp: EpochMs = Field(ge=0, description="each queue's first message stored at or after it")
+
+
+ResetIn = Annotated[ResetToEnd | ResetToOffset | ResetToDatetime, Field(discriminator="to")]
+
+
+class ResetOut(BaseModel):
+    group: str
+    topic: str
+    offsets: dict[int, int] = Field(description="each queue's new committed offset")
+
+
+class ResendIn(BaseModel):
+    message_id: str | None = Field(default=None, description="only the dead letter of this original message id")

@@ -1,14 +1,16 @@
-"""``/topics``: list, create, queue offsets."""
+"""``/topics``: list, create, queue offsets, a topic's messages by time."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from broker.clock import to_ms
 from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.schemas import (
+    FoundOut,
     Limit,
     MessageIn,
     Offset,
@@ -86,6 +88,19 @@ async def send_message(
     return SendReceiptOut(
         message_id=stored.message_id, topic=stored.topic, queue_id=stored.queue_id, queue_offset=stored.queue_offset
     )
+
+
+@router.get("/{name}/messages", response_model=list[FoundOut])
+async def browse_messages(
+    name: str,
+    since: Annotated[int | None, Query(ge=0, description="stored at or after, broker epoch ms")] = None,
+    until: Annotated[int | None, Query(ge=0, description="stored before, broker epoch ms; default now")] = None,
+    limit: Limit = 100,
+    context: AdminContext = Depends(admin_context),  # noqa: B008
+) -> list[FoundOut]:
+    """The topic's messages held or stored from ``since`` until before ``until``, newest first."""
+    found = await context.operators.find(topic=name, since_ms=since, until_ms=until, limit=limit)
+    return [FoundOut.of(f) for f in found]
 
 
 @router.get("/{name}/queues", response_model=list[QueueOut])

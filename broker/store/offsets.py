@@ -23,6 +23,30 @@ class OffsetStore(LogStore):
 
         return await self._writer.run(work)
 
+    async def reset_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Set ``group``'s committed offsets in ``topic``'s queues, in one write, and forget its
+        deliveries there (handed out from where it was; their receipt handles go stale)."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            for queue_id, offset in offsets.items():
+                set_consumer_offset(conn, group, topic, queue_id, offset)
+            conn.execute("DELETE FROM deliveries WHERE consumer_group = ? AND topic = ?", (group, topic))
+
+        await self._writer.run(work)
+
+    async def delete_group(self, group: str) -> bool:
+        """Forget ``group``: its committed offsets, deliveries and retry policy (its retry and
+        dead-letter topics stay, as topics). False if there was nothing of it."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            deleted = 0
+            for table, column in (("consumer_offsets", "consumer_group"), ("deliveries", "consumer_group"),
+                                  ("consumer_groups", "name")):  # fmt: skip
+                deleted += conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (group,)).rowcount
+            return deleted > 0
+
+        return await self._writer.run(work)
+
     # --- receive / ack (RocketMQ 5 consumers) -----------------------------------------------
 
     async def receive(

@@ -42,7 +42,7 @@ _DELETE_EXPIRING = (
 )
 
 
-def _first_at(conn: sqlite3.Connection, log: str, key: str, stamp: str, cutoff_ms: int) -> int:
+def first_at(conn: sqlite3.Connection, log: str, key: str, stamp: str, cutoff_ms: int) -> int:
     """The lowest ``key`` of the ``log`` table whose row was stored (``stamp``) at or after
     ``cutoff_ms``, one past the newest when all are older: a binary search over a key that
     grows with time."""
@@ -77,14 +77,14 @@ class RetentionStore(StoreBase):
     def store_offset_at(self, cutoff_ms: int) -> int:
         """The lowest store offset whose message was stored at or after ``cutoff_ms``: every
         message below it is older (one past the newest when all are)."""
-        return _first_at(self._reader(), "messages", "store_offset", "store_timestamp", cutoff_ms)
+        return first_at(self._reader(), "messages", "store_offset", "store_timestamp", cutoff_ms)
 
     @translated
     def queue_offset_at(self, topic: str, queue_id: int, cutoff_ms: int) -> int | None:
         """The offset of the queue's first message stored at or after ``cutoff_ms``; None if none
         was (store offsets grow with time: one binary search, then the queue's index)."""
         conn = self._reader()
-        bound = _first_at(conn, "messages", "store_offset", "store_timestamp", cutoff_ms)
+        bound = first_at(conn, "messages", "store_offset", "store_timestamp", cutoff_ms)
         row = conn.execute(
             "SELECT queue_offset FROM messages INDEXED BY messages_position"
             " WHERE topic = ? AND queue_id = ? AND store_offset >= ? ORDER BY queue_offset LIMIT 1",
@@ -138,7 +138,7 @@ class RetentionStore(StoreBase):
         PENDING transactions are never touched. Return how many."""
 
         def work(conn: sqlite3.Connection) -> int:
-            bound = _first_at(conn, "transactions", "half_offset", "half_stored_at", cutoff_ms)
+            bound = first_at(conn, "transactions", "half_offset", "half_stored_at", cutoff_ms)
             conn.execute(_EXPIRING_TABLE)
             conn.execute("DELETE FROM temp.expiring")
             expired = conn.execute(_EXPIRING, (bound, TransactionState.PENDING.value, cutoff_ms, limit)).rowcount
@@ -156,7 +156,7 @@ class RetentionStore(StoreBase):
         kept in their rows), so it is kept by age, as RocketMQ keeps its logs."""
 
         def work(conn: sqlite3.Connection) -> int:
-            bound = _first_at(conn, "op_log", "op_offset", "stored_at", cutoff_ms)
+            bound = first_at(conn, "op_log", "op_offset", "stored_at", cutoff_ms)
             deleted = conn.execute(
                 "DELETE FROM op_log WHERE op_offset IN (SELECT op_offset FROM op_log WHERE op_offset < ?"
                 " ORDER BY op_offset LIMIT ?)",

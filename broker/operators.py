@@ -1,0 +1,143 @@
+"""What operators ask of a broker's data, one implementation behind the admin API, the CLI and
+the dashboard: find messages and trace one, move a consumer group's offsets, delete a group,
+and send its dead letters back to where they came from."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from broker.clients import CONSUMER, Clients
+from broker.clock import Clock, system_clock, to_ms
+from broker.errors import GroupNotEmpty, GroupNotFound, InvalidArgument, MessageNotFound
+from broker.messaging import MessagingService
+from broker.model import Found, Message, Placement, Trace, check_data_topic, check_message_id, check_name
+from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, ORIGIN_TOPIC, dead_letter_topic
+from broker.store import Store
+
+MAX_FOUND = 1000
+
+
+@dataclass(frozen=True)
+class OffsetTarget:
+    """Where a reset moves a group: ``EARLIEST`` or ``LATEST`` of each queue, ``OFFSET``
+    (``value``, kept within each queue's range, as Kafka's tool does) or ``DATETIME`` (the
+    first message stored at or after ``value``, broker ms; a queue's end when none was)."""
+
+    kind: str
+    value: int | None = None
+
+    EARLIEST, LATEST, OFFSET, DATETIME = "EARLIEST", "LATEST", "OFFSET", "DATETIME"
+
+    def __post_init__(self) -> None:
+        valued = self.kind in (self.OFFSET, self.DATETIME)
+        if self.kind not in (self.EARLIEST, self.LATEST, self.OFFSET, self.DATETIME):
+            raise InvalidArgument(f"a reset goes to EARLIEST, LATEST, OFFSET or DATETIME, not {self.kind!r}")
+        if valued != (self.value is not None) or (self.value is not None and self.value < 0):
+            raise InvalidArgument(f"a reset to {self.kind} takes {'a number of at least 0' if valued else 'no value'}")
+
+
+class OperatorService:
+    def __init__(self, store: Store, messaging: MessagingService, clients: Clients, clock: Clock = system_clock):
+        self._store = store
+        self._messaging = messaging
+        self._clients = clients
+        self._clock = clock
+
+    async def find(
+        self,
+        *,
+        message_id: str | None = None,
+        key: str | None = None,
+        topic: str | None = None,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        limit: int = 100,
+    ) -> list[Found]:
+        """Messages, held or stored, newest first: by id, by key (of one topic if given), or of a
+        topic stored from ``since_ms`` (default: ever) until before ``until_ms`` (default: now).
+        Raises InvalidArgument (not exactly one of id, key, topic; a bad limit) or TopicNotFound."""
+        if not 1 <= limit <= MAX_FOUND:
+            raise InvalidArgument(f"a search returns 1 to {MAX_FOUND} messages, got {limit}")
+        if sum(x is not None for x in (message_id, key)) + (topic is not None and key is None) != 1:
+            raise InvalidArgument("find messages by an id, a key (with or without a topic), or a topic")
+        if topic is not None:
+            self._store.topic(topic)
+        if message_id is not None:
+            check_message_id(message_id)
+            return await self._store.query(self._store.find_by_id, message_id, limit)
+        if key is not None:
+            return await self._store.query(self._store.find_by_key, key, topic, limit)
+        assert topic is not None
+        until = to_ms(self._clock()) + 1 if until_ms is None else until_ms
+        return await self._store.query(self._store.find_in_time, topic, since_ms or 0, until, limit)
+
+    async def trace(self, message_id: str) -> Trace:
+        """Where the message went, and each consumer group's part. Raises InvalidArgument or
+        MessageNotFound."""
+        check_message_id(message_id)
+        trace = await self._store.query(self._store.trace, message_id)
+        if not trace.found and trace.transaction is None:
+            raise MessageNotFound(f"no message has id {message_id!r}")
+        return trace
+
+    async def reset_offsets(self, group: str, topic: str, target: OffsetTarget) -> dict[int, int]:
+        """Move ``group``'s committed offsets in every queue of ``topic`` to ``target``; return
+        them by queue. Refused with GroupNotEmpty while the group has live consumers, as Kafka
+        refuses it; raises InvalidArgument, HiddenTopic or TopicNotFound."""
+        check_name("consumer group", group)
+        check_data_topic(topic)
+        queues = self._store.topic(topic).queues
+        self._check_empty(group, "reset")
+        offsets = {}
+        for queue_id in range(queues):
+            low, high = await self._store.query(self._store.queue_range, topic, queue_id)
+            if target.kind == OffsetTarget.DATETIME:
+                assert target.value is not None
+                offsets[queue_id] = await self._messaging.offset_at(topic, queue_id, target.value)
+            else:
+                wanted = {OffsetTarget.EARLIEST: low, OffsetTarget.LATEST: high}.get(target.kind, target.value)
+                assert wanted is not None
+                offsets[queue_id] = min(max(wanted, low), high)
+        await self._store.reset_offsets(group, topic, offsets)
+        return offsets
+
+    async def delete_group(self, group: str) -> None:
+        """Forget a consumer group's offsets, deliveries and retry policy. Raises GroupNotEmpty
+        while it has live consumers, GroupNotFound if nothing of it is stored."""
+        check_name("consumer group", group)
+        self._check_empty(group, "deleted")
+        if not await self._store.delete_group(group):
+            raise GroupNotFound(f"consumer group {group!r} has no offsets, deliveries or retry policy")
+
+    async def resend_dead_letters(self, group: str, message_id: str | None = None) -> list[Placement]:
+        """Send ``group``'s dead letters (only the one whose original message id is
+        ``message_id``, if given) back to their original topics as new messages, which every
+        group of those topics reads; the dead letters stay where they are; a group without any
+        resends none. Raises InvalidArgument, or MessageNotFound (no such dead letter)."""
+        check_name("consumer group", group)
+        letters_topic = dead_letter_topic(group)
+        resent, matched = [], False
+        known = any(t.name == letters_topic for t in self._store.topics())
+        low, high = await self._store.query(self._store.queue_range, letters_topic, 0) if known else (0, 0)
+        for offset in range(low, high, MAX_FOUND):
+            letters = await self._store.query(self._store.read, letters_topic, 0, offset, MAX_FOUND, 1 << 62)
+            for letter in letters:
+                if message_id is not None and letter.properties.get(ORIGIN_MESSAGE_ID) != message_id:
+                    continue
+                matched = True
+                kept = {k: v for k, v in letter.properties.items() if k not in (ORIGIN_TOPIC, DELIVERY_ATTEMPTS)}
+                message = Message(letter.properties.get(ORIGIN_TOPIC, ""), letter.body, uuid.uuid4().hex,
+                                  letter.keys, letter.tags, kept, letter.born_timestamp)  # fmt: skip
+                resent.append(await self._messaging.send_one(message, typed=False))
+        if message_id is not None and not matched:
+            raise MessageNotFound(f"no dead letter of {group!r} comes from message {message_id!r}")
+        return resent
+
+    def _check_empty(self, group: str, what: str) -> None:
+        live = [c for c in self._clients.listed() if c.group == group and c.role == CONSUMER]
+        if live:
+            raise GroupNotEmpty(
+                f"consumer group {group!r} has {len(live)} live consumer(s) ({live[0].protocol} {live[0].address});"
+                f" it can be {what} once they have left"
+            )

@@ -1,0 +1,155 @@
+"""An operator's questions, answered by the admin API and the CLI from one implementation: where
+is a message (by id, key or time), where did it go (its trace), and moving, deleting and
+resending for a consumer group."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+from confluent_kafka import Consumer
+from confluent_kafka import Producer as KafkaProducer
+
+from producer_sdk import Message, Producer, PullConsumer
+from tests.support import store_snapshot
+
+
+def halfmq(broker, *args: str, code: int = 0) -> str:
+    ran = subprocess.run(
+        [sys.executable, "-m", "halfmq_cli", "--url", broker.http, *args], capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == code, ran.stderr
+    return ran.stdout + ran.stderr
+
+
+def as_json(broker, *args: str):
+    return json.loads(halfmq(broker, "--json", *args))
+
+
+def kafka_send(broker, key: str, body: bytes) -> None:
+    producer = KafkaProducer({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}"})
+    producer.produce("orders", body, key=key)
+    assert producer.flush(30) == 0
+
+
+def test_a_message_sent_through_each_protocol_is_found_by_id_key_and_time(broker, clock):
+    with Producer(broker=broker.address) as producer:
+        sent = producer.send(Message(topic="orders", body=b"order o-7", keys=("o-7",)))
+    kafka_send(broker, "o-7", b"order o-7 again")
+    by_key = httpx.get(f"{broker.http}/messages", params={"key": "o-7"}).json()
+    assert sorted(f["body"] for f in by_key) == ["order o-7", "order o-7 again"]
+    assert {f["state"] for f in by_key} == {"STORED"}
+    kafka_id = next(f["message_id"] for f in by_key if f["body"] == "order o-7 again")
+    for message_id, body in ((sent.message_id, "order o-7"), (kafka_id, "order o-7 again")):
+        (found,) = httpx.get(f"{broker.http}/messages/{message_id}").json()
+        assert (found["body"], found["topic"], found["keys"]) == (body, "orders", ["o-7"])
+    assert as_json(broker, "messages", "find", "--key", "o-7") == by_key
+    assert httpx.get(f"{broker.http}/messages", params={"key": "o-7", "topic": "orders"}).json() == by_key
+    assert "order o-7" in halfmq(broker, "messages", "find", "--id", sent.message_id)
+    stored_at = by_key[0]["stored_at"]
+    in_time = httpx.get(f"{broker.http}/topics/orders/messages", params={"since": stored_at}).json()
+    assert [f["body"] for f in in_time] == [f["body"] for f in by_key if f["stored_at"] >= stored_at]
+    assert httpx.get(f"{broker.http}/topics/orders/messages", params={"until": 0}).json() == []
+    assert as_json(broker, "messages", "find", "--topic", "orders", "--since", "2000-01-01T00:00:00+00:00") == by_key
+    assert httpx.get(f"{broker.http}/messages", params={"key": "o-8"}).json() == []
+
+
+def test_held_messages_are_found_as_held_and_bad_searches_are_refused(broker, clock):
+    with Producer(broker=broker.address) as producer:
+        due = round((clock.now + 3600) * 1000)
+        delayed = producer.send(Message(topic="orders", body=b"later", keys=("d-1",), deliver_at=due))
+    (found,) = httpx.get(f"{broker.http}/messages", params={"key": "d-1"}).json()
+    assert (found["state"], found["due_at"], found["queue_offset"], found["message_id"]) == (
+        "DELAYED", due, -1, delayed.message_id,
+    )  # fmt: skip
+    for params in ({}, {"key": "y", "limit": 0}):
+        refused = httpx.get(f"{broker.http}/messages", params=params)
+        assert refused.status_code == 422 and "error" in refused.json(), params
+    missing = httpx.get(f"{broker.http}/topics/nope/messages")
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "TOPIC_NOT_FOUND")
+    unknown = httpx.get(f"{broker.http}/messages/no-such-id")
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "MESSAGE_NOT_FOUND")
+    assert "not an ISO 8601 time" in halfmq(broker, "messages", "find", "--topic", "orders", "--since", "x", code=2)
+    unknown = httpx.get(f"{broker.http}/messages/no-such-id/trace")
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "MESSAGE_NOT_FOUND")
+    assert "MESSAGE_NOT_FOUND" in halfmq(broker, "messages", "trace", "no-such-id", code=1)
+
+
+def test_a_trace_shows_each_group_s_deliveries_its_retry_acknowledgement_and_dead_letter(broker, clock):
+    assert httpx.put(f"{broker.http}/consumers/workers/retry-policy", json={"max_attempts": 2}).status_code == 200
+    with Producer(broker=broker.address) as producer:
+        sent = producer.send(Message(topic="orders", body=b"job", keys=("j-1",)))
+    messaging, queue = broker.broker.messaging, sent.queue_id
+
+    def groups() -> dict[str, tuple[str, int]]:
+        trace = httpx.get(f"{broker.http}/messages/{sent.message_id}/trace").json()
+        assert [f["state"] for f in trace["found"]] == ["STORED"]
+        return {g["group"]: (g["state"], g["attempts"]) for g in trace["groups"]}
+
+    with PullConsumer(group="audit", broker=broker.address) as audit:
+        audit.pull("orders", queue_id=queue, offset=0)
+        assert groups() == {}
+        audit.commit_offset("orders", queue_id=queue, offset=sent.queue_offset)
+        assert groups() == {"audit": ("WAITING", 0)}
+        audit.commit_offset("orders", queue_id=queue, offset=sent.queue_offset + 1)
+    broker.run(messaging.receive("workers", "orders", queue, 1, 30, None))
+    assert groups() == {"audit": ("ACKNOWLEDGED", 0), "workers": ("DELIVERED", 1)}
+    clock.advance(31)  # not acknowledged: delivered again, the retry
+    broker.run(messaging.receive("workers", "orders", queue, 1, 30, None))
+    assert groups()["workers"] == ("DELIVERED", 2)
+    clock.advance(31)
+    assert broker.run(messaging.receive("workers", "orders", queue, 1, 30, None)) == []
+    trace = as_json(broker, "messages", "trace", sent.message_id)
+    (workers,) = [g for g in trace["groups"] if g["group"] == "workers"]
+    assert (workers["state"], workers["attempts"]) == ("DEAD_LETTERED", 2)
+    assert [c["topic"] for c in workers["copies"]] == ["%DLQ%workers"]
+    human = halfmq(broker, "messages", "trace", sent.message_id)
+    assert "DEAD_LETTERED" in human and "%DLQ%workers/0" in human and "ACKNOWLEDGED" in human
+
+    resent = as_json(broker, "consumers", "resend-dead-letters", "workers", "--id", sent.message_id)
+    assert [r["topic"] for r in resent] == ["orders"]
+    (again,) = broker.run(messaging.receive("workers", "orders", resent[0]["queue_id"], 1, 30, None))
+    assert again.message.body == b"job", "the resent dead letter is read again by its group"
+    assert "MESSAGE_NOT_FOUND" in halfmq(broker, "consumers", "resend-dead-letters", "workers", "--id", "x", code=1)
+
+
+def test_a_reset_is_refused_while_the_group_is_live_then_its_consumers_read_from_the_new_offsets(broker, clock):
+    with Producer(broker=broker.address) as producer:
+        for i in range(4):
+            producer.send(Message(topic="orders", body=f"m{i}".encode(), keys=("k",)))
+    # a Kafka consumer is a live member of "readers" while it is subscribed
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}", "group.id": "readers",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    consumer.subscribe(["orders"])
+    read = []
+    while len(read) < 4:
+        record = consumer.poll(1.0)
+        if record is not None and record.error() is None:
+            read.append(record.value())
+            consumer.commit(record, asynchronous=False)
+    before = store_snapshot(broker.broker.store.path.parent)
+    refused = httpx.post(f"{broker.http}/consumers/readers/reset-offsets", json={"topic": "orders", "to": "EARLIEST"})
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "GROUP_NOT_EMPTY")
+    assert "GROUP_NOT_EMPTY" in halfmq(broker, "consumers", "delete", "readers", code=1)
+    assert store_snapshot(broker.broker.store.path.parent) == before, "nothing changed"
+    consumer.close()
+    reset = as_json(broker, "consumers", "reset-offsets", "readers", "--topic", "orders", "--to-earliest")
+    assert set(reset["offsets"].values()) == {0}
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}", "group.id": "readers",
+                         "auto.offset.reset": "latest", "enable.auto.commit": False})  # fmt: skip
+    consumer.subscribe(["orders"])
+    again = []
+    while len(again) < 4:
+        record = consumer.poll(1.0)
+        if record is not None and record.error() is None:
+            again.append(record.value())
+    consumer.close()
+    assert sorted(again) == sorted(read), "read again from the reset offsets"
+    latest = as_json(broker, "consumers", "reset-offsets", "readers", "--topic", "orders", "--to-offset", "99")
+    highs = {int(q["queue_id"]): q["max_offset"] for q in as_json(broker, "topics", "offsets", "orders")}
+    assert {int(q): o for q, o in latest["offsets"].items()} == highs, "an offset is kept within each queue"
+    halfmq(broker, "consumers", "delete", "readers")
+    assert "readers" not in {row["group"] for row in as_json(broker, "consumers", "offsets")}
+    assert "GROUP_NOT_FOUND" in halfmq(broker, "consumers", "delete", "readers", code=1)
