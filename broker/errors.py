@@ -17,6 +17,7 @@ in one table each (``broker.grpc_api.status``). ``code`` is the stable name sent
     │   └── GroupNotFound        no consumer group of this name has offsets, deliveries or a policy
     ├── HiddenTopic              a system topic named through a data API
     ├── TopicExists              the topic exists with a different queue count or type
+    ├── TopicInUse               a topic deleted while a transaction or delayed message of it is pending
     ├── GroupNotEmpty            a consumer group with live members: its offsets stay as they are
     ├── MessageTypeMismatch      a message of a type its topic does not accept
     ├── ProducerGroupMismatch    the transaction belongs to another producer group
@@ -138,6 +139,13 @@ class TopicExists(HalfmqError):
     """Raised when creating a topic that exists with a different number of queues or message type."""
 
     code = "TOPIC_EXISTS"
+
+
+class TopicInUse(HalfmqError):
+    """Raised when deleting a topic that a pending transaction, a delayed message or an open
+    range would still write to."""
+
+    code = "TOPIC_IN_USE"
 
 
 class ProducerGroupMismatch(HalfmqError):

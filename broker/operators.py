@@ -1,6 +1,6 @@
 """What operators ask of a broker's data, one implementation behind the admin API, the CLI and
-the dashboard: find messages and trace one, move a consumer group's offsets, delete a group,
-and send its dead letters back to where they came from."""
+the dashboard: find messages and trace one, move a consumer group's offsets, delete a group or
+a topic, and send a group's dead letters back to where they came from."""
 
 from __future__ import annotations
 
@@ -109,6 +109,15 @@ class OperatorService:
         self._check_empty(group, "deleted")
         if not await self._store.delete_group(group):
             raise GroupNotFound(f"consumer group {group!r} has no offsets, deliveries or retry policy")
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic: its messages, consumer offsets, deliveries, segments and resolved
+        transactions, their disk space handed back. Raises HiddenTopic, TopicNotFound, or
+        TopicInUse while a transaction or a delayed message of it is pending (nothing changes)."""
+        check_data_topic(name)
+        self._store.topic(name)
+        await self._store.delete_topic(name)
+        await self._store.in_background(self._store.drop_topic_segments, name)
 
     async def resend_dead_letters(self, group: str, message_id: str | None = None) -> list[Placement]:
         """Send ``group``'s dead letters (only the one whose original message id is

@@ -64,6 +64,8 @@ KAFKA_TXN_COLUMNS = (
 def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
     """Carry out the command; return (JSON result, human text)."""
     resource, action = args.resource, args.action
+    if resource == "messages" or action in OPERATOR_ACTIONS:
+        return operate(args, client)
     if resource == "topics":
         if action == "list":
             page = client.get("/topics", limit=1000)
@@ -110,8 +112,6 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
         page = client.get("/transactional-ids", state=args.state, limit=args.limit, offset=args.offset)
         rows = [{**t, "age": t["age_seconds"] and f"{t['age_seconds']:.1f}s"} for t in page["items"]]
         return page, f"{table(rows, KAFKA_TXN_COLUMNS)}\n{page['total']} in all"
-    if resource == "messages" or action in OPERATOR_ACTIONS:
-        return operate(args, client)
     if resource == "consumers" and action == "retry-policy":
         path = f"/consumers/{urllib.parse.quote(args.group, safe='')}/retry-policy"
         if args.max_attempts is None and args.backoff is None and args.fifo is None:
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
     )
 
 
-OPERATOR_ACTIONS = ("reset-offsets", "delete", "resend-dead-letters")
+OPERATOR_ACTIONS = ("reset-offsets", "delete", "resend-dead-letters")  # of consumers, and topics delete
 FOUND_COLUMNS = ("state", "topic", "queue_id", "queue_offset", "message_id", "keys", "tags", "stored_at", "body")
 
 
@@ -188,6 +188,9 @@ def operate(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
                   for g in trace["groups"]]  # fmt: skip
         lines.append(table(groups, ("group", "state", "attempts", "copies")))
         return trace, "\n".join(lines)
+    if args.resource == "topics":
+        client.delete(f"/topics/{_quoted(args.name)}")
+        return {"topic": args.name, "deleted": True}, f"topic {args.name} deleted"
     group = f"/consumers/{_quoted(args.group)}"
     if args.action == "delete":
         client.delete(group)
@@ -260,6 +263,9 @@ def parser() -> argparse.ArgumentParser:
         help="the one message type it accepts (default: every type)",
     )
     command(topics, "offsets", help="per-queue offsets of a topic").add_argument("name")
+    command(
+        topics, "delete", help="delete a topic and its messages, offsets and segments (refused while one is pending)"
+    ).add_argument("name")
 
     txns = command(resources, "transactions", help="half messages and operator actions").add_subparsers(
         dest="action", required=True

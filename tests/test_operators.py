@@ -1,6 +1,6 @@
 """An operator's questions, answered by the admin API and the CLI from one implementation: where
-is a message (by id, key or time), where did it go (its trace), and moving, deleting and
-resending for a consumer group."""
+is a message (by id, key or time), where did it go (its trace), moving, deleting and resending
+for a consumer group, and deleting a topic."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ import json
 import subprocess
 import sys
 
+import grpc
 import httpx
 from confluent_kafka import Consumer
 from confluent_kafka import Producer as KafkaProducer
 
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import Message, Producer, PullConsumer
-from tests.support import store_snapshot
+from tests.support import send_half, store_snapshot, wait_until
 
 
 def halfmq(broker, *args: str, code: int = 0) -> str:
@@ -153,3 +156,48 @@ def test_a_reset_is_refused_while_the_group_is_live_then_its_consumers_read_from
     halfmq(broker, "consumers", "delete", "readers")
     assert "readers" not in {row["group"] for row in as_json(broker, "consumers", "offsets")}
     assert "GROUP_NOT_FOUND" in halfmq(broker, "consumers", "delete", "readers", code=1)
+
+
+def test_deleting_a_topic_is_refused_while_work_is_pending_then_frees_its_messages_offsets_segments_and_disk(
+    broker, clock
+):
+    assert httpx.post(f"{broker.http}/topics", json={"name": "bulk", "queues": 1}).status_code == 201
+    with Producer(broker=broker.address) as producer:
+        for first in range(0, 2100, 300):  # a whole segment (1,024 messages) in each queue, 2 MB each
+            producer.send_batch([Message(topic="bulk", body=bytes([i % 256]) * 2048, keys=(f"b-{i}",))
+                                 for i in range(first, first + 300)])  # fmt: skip
+        due = round((clock.now + 3600) * 1000)
+        delayed = producer.send(Message(topic="bulk", body=b"later", deliver_at=due))
+    with PullConsumer(group="g", broker=broker.address) as consumer:
+        consumer.commit_offset("bulk", queue_id=0, offset=5)
+    with grpc.insecure_channel(broker.address) as channel:
+        pending = send_half(pb_grpc.BrokerStub(channel), pb.Message(topic="bulk", body=b"h", message_id="h-1"), "p")
+    store, data_dir = broker.broker.store, broker.broker.store.path.parent
+    wait_until(lambda: store_snapshot(data_dir).get("segments.db:segments"), timeout=30)
+    before, size_before = store_snapshot(data_dir), store.database_bytes()
+
+    refused = httpx.delete(f"{broker.http}/topics/bulk")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "TOPIC_IN_USE")
+    assert "1 pending transaction(s), 1 delayed message(s)" in refused.json()["error"]["message"]
+    assert "TOPIC_IN_USE" in halfmq(broker, "topics", "delete", "bulk", code=1)
+    assert store_snapshot(data_dir) == before, "a refused deletion changes nothing"
+    httpx.post(f"{broker.http}/transactions/{pending.transaction_id}/rollback").raise_for_status()
+    assert (
+        httpx.delete(f"{broker.http}/topics/bulk")
+        .json()["error"]["message"]
+        .endswith("has 1 delayed message(s): end or recall them first")
+    )
+    with Producer(broker=broker.address) as producer:
+        producer.recall("bulk", delayed.recall_handle)
+
+    assert "topic bulk deleted" in halfmq(broker, "topics", "delete", "bulk")
+    after = store_snapshot(data_dir)
+    for table, rows in after.items():
+        assert not [row for row in rows if "bulk" in row], f"{table} still holds the topic's rows"
+    assert store.database_bytes() < size_before - 6_000_000, "the freed pages went back to the file system"
+    assert httpx.delete(f"{broker.http}/topics/bulk").status_code == 404
+    assert httpx.delete(f"{broker.http}/topics/RMQ_SYS_TRANS_HALF_TOPIC").status_code == 403
+    assert httpx.post(f"{broker.http}/topics", json={"name": "bulk", "queues": 3}).status_code == 201
+    with Producer(broker=broker.address) as producer:
+        again = producer.send(Message(topic="bulk", body=b"new", keys=("k",)))
+    assert again.queue_offset == 0, "a topic made again starts from its first offset"

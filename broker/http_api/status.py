@@ -25,6 +25,7 @@ _STATUS: dict[type[errors.HalfmqError], int] = {
     errors.TransactionAborted: 409,
     errors.HiddenTopic: 403,
     errors.TopicExists: 409,
+    errors.TopicInUse: 409,
     errors.ProducerGroupMismatch: 403,
     errors.ResolutionConflict: 409,
     errors.BrokerClosed: 503,

@@ -1,4 +1,4 @@
-"""``/topics``: list, create, queue offsets, a topic's messages by time."""
+"""``/topics``: list, create, delete, queue offsets, a topic's messages by time."""
 
 from __future__ import annotations
 
@@ -101,6 +101,15 @@ async def browse_messages(
     """The topic's messages held or stored from ``since`` until before ``until``, newest first."""
     found = await context.operators.find(topic=name, since_ms=since, until_ms=until, limit=limit)
     return [FoundOut.of(f) for f in found]
+
+
+@router.delete("/{name}", status_code=204)
+async def delete_topic(name: str, context: AdminContext = Depends(admin_context)) -> Response:  # noqa: B008
+    """Delete a topic with its messages, consumer offsets, deliveries and segments; their disk
+    space is handed back. 409 ``TOPIC_IN_USE`` while a transaction or a delayed message of it is
+    pending (nothing changes), 404 if it does not exist, 403 for a system topic."""
+    await context.operators.delete_topic(name)
+    return Response(status_code=204)
 
 
 @router.get("/{name}/queues", response_model=list[QueueOut])

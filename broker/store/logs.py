@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicNotFound
+from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicInUse, TopicNotFound
 from broker.model import Appended, Message, MessageRows, MessageType, Topic
 from broker.store.base import StoreBase
 from broker.store.sql import (
@@ -15,10 +15,31 @@ from broker.store.sql import (
     OPEN_HOLDING,
     TOPIC_COLUMNS,
     MessagesInsert,
+    hand_back,
     json_list,
     json_object,
     rows_in,
     topic_of,
+)
+
+# What keeps a topic from being deleted: work not finished that would land in it.
+_PENDING_OF_TOPIC = (
+    ("pending transaction(s)", "SELECT COUNT(*) FROM transactions WHERE state = 'PENDING' AND topic = ?"),
+    ("delayed message(s)", "SELECT COUNT(*) FROM delayed WHERE topic = ?"),
+    ("open batch or Kafka transaction range(s)", "SELECT COUNT(*) FROM open_ranges WHERE topic = ?"),
+)
+# Everything of a topic, once nothing is pending in it.
+_DELETE_TOPIC = (
+    "DELETE FROM messages WHERE topic = ?1",
+    "DELETE FROM consumer_offsets WHERE topic = ?1",
+    "DELETE FROM deliveries WHERE topic = ?1",
+    "DELETE FROM txn_offsets WHERE topic = ?1",
+    "DELETE FROM queue_floors WHERE topic = ?1",
+    "DELETE FROM control_offsets WHERE topic = ?1",
+    "DELETE FROM delayed_counts WHERE topic = ?1",
+    "DELETE FROM checks WHERE transaction_id IN (SELECT transaction_id FROM transactions WHERE topic = ?1)",
+    "DELETE FROM transactions WHERE topic = ?1",
+    "DELETE FROM topics WHERE name = ?1",
 )
 
 
@@ -51,6 +72,31 @@ class LogStore(StoreBase):
         created, stored = await self._writer.run(work)
         self._topics[name] = topic_of(*stored)  # only once committed
         return created
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic with its messages, consumer offsets and deliveries, and its resolved
+        transactions' half messages, in one write, and hand the freed pages back to the file
+        system; its segments are ``drop_topic_segments``'. Raises TopicNotFound, or TopicInUse
+        while a transaction or a delayed message of it is pending, or a batch or Kafka-model
+        transaction holds a range of it open; nothing is deleted then."""
+
+        def work(conn: sqlite3.Connection) -> None:
+            if conn.execute("SELECT 1 FROM topics WHERE name = ?", (name,)).fetchone() is None:
+                raise TopicNotFound(f"topic {name!r} does not exist")
+            waiting = [
+                f"{count} {what}"
+                for what, query in _PENDING_OF_TOPIC
+                if (count := conn.execute(query, (name,)).fetchone()[0])
+            ]
+            if waiting:
+                raise TopicInUse(f"topic {name!r} has {', '.join(waiting)}: end or recall them first")
+            for statement in _DELETE_TOPIC:
+                conn.execute(statement, (name,))
+            self._tails.reload(conn)
+            hand_back(conn, "main")
+
+        await self._writer.run(work)
+        self._topics.pop(name, None)
 
     def topic(self, name: str) -> Topic:
         """Return the topic; raise TopicNotFound if it does not exist."""

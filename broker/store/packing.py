@@ -171,6 +171,13 @@ class SegmentStore(StoreBase):
             hand_back(conn, "segments")
 
     @translated
+    def drop_topic_segments(self, topic: str) -> None:
+        """Delete a deleted topic's segments and hand the space back."""
+        conn = self._reader()
+        conn.execute("DELETE FROM segments.segments WHERE topic = ?", (topic,))
+        hand_back(conn, "segments")
+
+    @translated
     def drop_segments(self) -> None:
         """Delete every segment and hand the space back (packing turned off)."""
         conn = self._reader()
