@@ -1,4 +1,4 @@
-"""The dashboard in a real headless Chromium while transactions flow (issue 4).
+"""The dashboard in a real headless Chromium while transactions flow, and its message browser.
 
 Chromium is Debian's (installed here if missing); Playwright's Python package drives it through
 ``executable_path``, so no browser is downloaded.
@@ -17,8 +17,8 @@ import httpx
 import pytest
 from kafka import KafkaConsumer
 
-from producer_sdk import Message, Producer, TransactionalProducer, TransactionProducer
-from tests.support import BrokerThread, ScriptedListener, broker_settings
+from producer_sdk import Message, Producer, PullConsumer, TransactionalProducer, TransactionProducer
+from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.e2e
@@ -191,6 +191,54 @@ def test_the_api_docs_page_works_offline(tmp_path):
             page.wait_for_selector(".opblock", timeout=30_000)
             assert page.locator(".opblock").count() >= 15 and "halfmq admin API" in page.inner_text("body")
             assert elsewhere == []
+            browser.close()
+    finally:
+        broker.stop()
+
+
+def test_the_message_browser_finds_a_message_by_topic_key_and_id_and_shows_its_trace(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    clock = FakeClock()
+    broker = BrokerThread(broker_settings(tmp_path / "data"), clock)
+    try:
+        httpx.put(f"{broker.http}/consumers/workers/retry-policy", json={"max_attempts": 1}).raise_for_status()
+        with Producer(broker=broker.address) as producer:
+            producer.send(Message(topic="orders", body=b"another"))
+            sent = producer.send(Message(topic="orders", body=b"order o-7", keys=("o-7",), tags="created"))
+        with PullConsumer(group="audit", broker=broker.address) as audit:
+            audit.commit_offset("orders", queue_id=sent.queue_id, offset=sent.queue_offset + 1)
+        messaging = broker.broker.messaging
+        broker.run(messaging.receive("workers", "orders", sent.queue_id, 1, 30, None))
+        clock.advance(31)  # not acknowledged, and the group allows one delivery: a dead letter
+        broker.run(messaging.receive("workers", "orders", sent.queue_id, 1, 30, None))
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium(), args=BROWSER_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(broker.http)
+            page.wait_for_selector("#message-topic option:text('orders')", state="attached")
+            page.select_option("#message-topic", "orders")
+            page.click("#message-form button")
+            page.wait_for_function("() => document.querySelectorAll('tr.message-row').length === 2")
+            assert page.inner_text("#message-rows").index("order o-7") < page.inner_text("#message-rows").index(
+                "another"
+            )
+            page.select_option("#message-topic", "")
+            for query, found in (("o-7", ["%DLQ%workers", "orders"]), (sent.message_id, ["orders"])):
+                page.fill("#message-query", query)  # by key: the message and its dead letter, which keeps its keys
+                page.click("#message-form button")
+                page.wait_for_function(
+                    f"() => document.getElementById('message-status').textContent === '{len(found)} found'"
+                    f" && document.querySelectorAll('tr.message-row').length === {len(found)}"
+                )
+                rows = [page.inner_text(f"tr.message-row >> nth={i}").split() for i in range(len(found))]
+                assert sorted(row[1] for row in rows) == found and all(row[0] == "STORED" for row in rows)
+                assert "created" in rows[-1] and ("o-7" in rows[-1])
+            page.click(f"tr.message-row[data-id='{sent.message_id}']")
+            page.wait_for_selector("tr.trace-row")
+            assert page.inner_text("#trace-id") == sent.message_id
+            rows = [page.inner_text(f"tr.trace-row >> nth={i}").split() for i in range(2)]
+            assert rows == [["audit", "ACKNOWLEDGED", "0"], ["workers", "DEAD_LETTERED", "1", "%DLQ%workers/0"]]
             browser.close()
     finally:
         broker.stop()

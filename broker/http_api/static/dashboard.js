@@ -142,6 +142,9 @@ async function refresh() {
       `<td><code>${escape(c.client_id)}</code></td><td>${escape(c.address)}</td></tr>`).join("")
       : '<tr><td colspan="5" class="muted">none</td></tr>';
 
+    const chosen = $("message-topic").value;
+    $("message-topic").innerHTML = '<option value="">any</option>' + topics.items.map((t) =>
+      `<option${t.name === chosen ? " selected" : ""}>${escape(t.name)}</option>`).join("");
     const queueLists = await Promise.all(topics.items.map((t) => get(`/topics/${encodeURIComponent(t.name)}/queues`)));
     $("topic-rows").innerHTML = topics.items.flatMap((t, i) => queueLists[i].map((q) =>
       `<tr><td>${escape(t.name)}</td><td>${escape(t.message_type || "any")}</td><td>${retention(t)}</td>` +
@@ -163,6 +166,61 @@ async function refresh() {
     $("updated").textContent = String(error);
   }
 }
+
+// The message browser: a topic's newest messages, a search by key or id, and a message's trace.
+// It reads only when asked, so the refresh above never overwrites what it shows.
+async function found(path) {
+  try { return await get(path); } catch (error) { if (String(error).includes("HTTP 404")) return []; throw error; }
+}
+
+function messageRow(m) {
+  return `<tr class="message-row" data-id="${escape(m.message_id)}"><td>${escape(m.state)}</td><td>${escape(m.topic)}</td>` +
+    `<td>${m.queue_id}</td><td>${m.queue_offset < 0 ? "–" : m.queue_offset}</td><td><code>${escape(m.message_id)}</code></td>` +
+    `<td>${escape(m.keys.join(" "))}</td><td>${escape(m.tags)}</td><td>${new Date(m.stored_at).toLocaleString()}</td>` +
+    `<td>${escape(m.body.slice(0, 60))}</td></tr>`;
+}
+
+async function findMessages(event) {
+  event.preventDefault();
+  const topic = $("message-topic").value, query = $("message-query").value.trim();
+  try {
+    let messages;
+    if (query) {
+      const scope = topic ? `&topic=${encodeURIComponent(topic)}` : "";
+      const [byKey, byId] = await Promise.all([
+        found(`/messages?key=${encodeURIComponent(query)}${scope}&limit=100`), found(`/messages/${encodeURIComponent(query)}`),
+      ]);
+      messages = [...byId, ...byKey];
+    } else if (topic) {
+      messages = await get(`/topics/${encodeURIComponent(topic)}/messages?limit=50`);
+    } else {
+      $("message-status").textContent = "name a topic, a key or a message id";
+      return;
+    }
+    $("message-status").textContent = `${messages.length} found`;
+    $("message-rows").innerHTML = messages.length ? messages.map(messageRow).join("") : '<tr><td colspan="9" class="muted">none</td></tr>';
+  } catch (error) {
+    $("message-status").textContent = String(error);
+  }
+}
+
+async function showTrace(messageId) {
+  const trace = await get(`/messages/${encodeURIComponent(messageId)}/trace`);
+  $("trace").hidden = false;
+  $("trace-id").textContent = trace.message_id;
+  const txn = trace.transaction;
+  $("trace-transaction").textContent = txn ? `transaction of ${txn.producer_group}: ${txn.state}, ${txn.check_times} check(s)` : "";
+  $("trace-rows").innerHTML = trace.groups.length ? trace.groups.map((g) => `<tr class="trace-row"><td>${escape(g.group)}</td>` +
+    `<td>${escape(g.state)}</td><td>${g.attempts}</td>` +
+    `<td>${escape(g.copies.map((c) => `${c.topic}/${c.queue_offset}`).join(" "))}</td></tr>`).join("")
+    : '<tr><td colspan="4" class="muted">no consumer group has read its queue</td></tr>';
+}
+
+$("message-form").addEventListener("submit", findMessages);
+$("message-rows").addEventListener("click", (event) => {
+  const row = event.target.closest("tr.message-row");
+  if (row) showTrace(row.dataset.id).catch((error) => { $("message-status").textContent = String(error); });
+});
 
 refresh();
 setInterval(() => { if ($("token-form").hidden) refresh(); }, 2000);
