@@ -98,6 +98,14 @@ class StoredMessage:
     store_timestamp: int
 
 
+# What a message found is (``Found.state``, besides a half message's transaction state), and
+# what it is to a consumer group (``GroupTrace.state``).
+STORED, DELAYED = "STORED", "DELAYED"
+WAITING, DELIVERED, RETRYING, ACKNOWLEDGED, DEAD_LETTERED = (
+    "WAITING", "DELIVERED", "RETRYING", "ACKNOWLEDGED", "DEAD_LETTERED"
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Found:
     """A message found for an operator: ``state`` is STORED (at its position), DELAYED (held

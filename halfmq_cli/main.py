@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -151,11 +152,11 @@ def run(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
             summary = [{"group": g, "topic": t, "lag": n} for (g, t), n in sorted(lag.items())]
             return summary, table(summary, ("group", "topic", "lag"))
         return rows, table(rows, ("group", "topic", "queue_id", "offset", "max_offset", "lag"))
-    receipt = client.post(f"/topics/{args.topic}/messages", {"body": args.body, "keys": args.key, "tags": args.tags})
-    return (
-        receipt,
-        f"sent {receipt['message_id']} to {receipt['topic']}/{receipt['queue_id']} at offset {receipt['queue_offset']}",
-    )
+    bodies = [args.body] if args.body is not None else [line.rstrip("\n") for line in sys.stdin]
+    path = f"/topics/{_quoted(args.topic)}/messages"
+    receipts = [client.post(path, {"body": body, "keys": args.key, "tags": args.tags}) for body in bodies]
+    said = [f"sent {r['message_id']} to {r['topic']}/{r['queue_id']} at offset {r['queue_offset']}" for r in receipts]
+    return (receipts[0] if args.body is not None else receipts), "\n".join(said)
 
 
 OPERATOR_ACTIONS = ("reset-offsets", "delete", "resend-dead-letters")  # of consumers, and topics delete
@@ -206,6 +207,41 @@ def operate(args: argparse.Namespace, client: AdminClient) -> tuple[Any, str]:
     reset = client.post(f"{group}/reset-offsets", body)
     rows = [{"queue_id": q, "offset": o} for q, o in reset["offsets"].items()]
     return reset, f"{args.group} on {args.topic}:\n" + table(rows, ("queue_id", "offset"))
+
+
+TAIL_POLL = 0.5  # seconds between looks at a topic that had nothing new
+
+
+def tail(args: argparse.Namespace, client: AdminClient, out: Callable[[str], None]) -> None:
+    """Print each message of a topic committed from now on (or from each queue's oldest), queue
+    by queue in offset order, one line each (a JSON object with ``--json``), until interrupted."""
+    topic = _quoted(args.name)
+    queues = client.get(f"/topics/{topic}/queues")
+    offsets = {q["queue_id"]: q["min_offset" if args.from_beginning else "max_offset"] for q in queues}
+    while True:
+        printed = 0
+        for queue_id, offset in offsets.items():
+            try:
+                read = client.get(f"/topics/{topic}/queues/{queue_id}/messages", offset=offset, limit=1000)
+            except AdminError as exc:
+                if exc.code != "OFFSET_OUT_OF_RANGE":
+                    raise
+                low = client.get(f"/topics/{topic}/queues")[queue_id]["min_offset"]  # retention went past it
+                offsets[queue_id] = low
+                continue
+            for m in read["messages"]:
+                out(json.dumps(m) if args.json else _tail_line(m))
+            printed += len(read["messages"])
+            offsets[queue_id] = read["next_offset"]
+        sys.stdout.flush()
+        if not printed:
+            time.sleep(TAIL_POLL)
+
+
+def _tail_line(m: dict[str, Any]) -> str:
+    properties = " ".join(f"{k}={v}" for k, v in sorted(m["properties"].items()))
+    return (f"{m['topic']}/{m['queue_id']}@{m['queue_offset']} keys={','.join(m['keys'])} tags={m['tags']}"
+            f" {properties} {m['body']}".rstrip())  # fmt: skip
 
 
 def _quoted(name: str) -> str:
@@ -266,6 +302,9 @@ def parser() -> argparse.ArgumentParser:
     command(
         topics, "delete", help="delete a topic and its messages, offsets and segments (refused while one is pending)"
     ).add_argument("name")
+    tail = command(topics, "tail", help="print a topic's new messages as they come, until Ctrl-C")
+    tail.add_argument("name")
+    tail.add_argument("--from-beginning", action="store_true", help="from each queue's oldest message, not its end")
 
     txns = command(resources, "transactions", help="half messages and operator actions").add_subparsers(
         dest="action", required=True
@@ -345,9 +384,9 @@ def parser() -> argparse.ArgumentParser:
 
     command(resources, "clients", help="the clients connected now, by protocol and group").set_defaults(action="list")
 
-    send = command(resources, "send", help="send a normal test message")
+    send = command(resources, "send", help="send a normal test message, or each line of stdin as one")
     send.add_argument("topic")
-    send.add_argument("body")
+    send.add_argument("body", nargs="?", help="the message's body (default: each line of stdin is one message)")
     send.add_argument("--key", action="append", default=[])
     send.add_argument("--tags", default="")
     send.set_defaults(action="send")
@@ -447,6 +486,15 @@ def _main(argv: Sequence[str] | None, out: Callable[[str], None]) -> None:
         except store_tools.StoreToolError as exc:
             print(f"halfmq: {exc}", file=sys.stderr)
             sys.exit(1)
+        return
+    if args.resource == "topics" and args.action == "tail":
+        try:
+            tail(args, AdminClient(args.url, args.token, ca=args.ca), out)
+        except AdminError as exc:
+            print(f"halfmq: {exc}", file=sys.stderr)
+            sys.exit(2 if exc.code in ("UNREACHABLE", "BAD_CA") else 1)
+        except KeyboardInterrupt:
+            pass
         return
     try:
         result, text = run(args, AdminClient(args.url, args.token, ca=args.ca))

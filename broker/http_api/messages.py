@@ -8,9 +8,8 @@ from broker.clock import to_ms
 from broker.errors import MessageNotFound
 from broker.http_api.context import AdminContext, admin_context
 from broker.http_api.schemas import FoundOut, GroupTraceOut, Limit, TraceOut, TransactionOut, transaction_out
-from broker.model import Found
+from broker.model import STORED, Found
 from broker.operators import MAX_FOUND
-from broker.store.browse import STORED
 
 router = APIRouter(prefix="/messages", tags=["messages"])
 

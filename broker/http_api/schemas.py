@@ -361,3 +361,12 @@ class ResetOut(BaseModel):
 
 class ResendIn(BaseModel):
     message_id: str | None = Field(default=None, description="only the dead letter of this original message id")
+
+
+class QueueMessagesOut(BaseModel):
+    """Messages of one queue from an offset on; the next read starts at ``next_offset``."""
+
+    messages: list[FoundOut]
+    next_offset: int
+    min_offset: int
+    max_offset: int = Field(description="one past the newest")

@@ -6,6 +6,7 @@ import uuid
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response
+from fastapi import Path as FastApiPath
 
 from broker.clock import to_ms
 from broker.http_api.context import AdminContext, admin_context
@@ -15,13 +16,14 @@ from broker.http_api.schemas import (
     MessageIn,
     Offset,
     Page,
+    QueueMessagesOut,
     QueueOut,
     SendReceiptOut,
     TopicCreated,
     TopicIn,
     TopicOut,
 )
-from broker.model import Message, MessageType, Topic
+from broker.model import STORED, Found, Message, MessageType, Topic
 
 router = APIRouter(prefix="/topics", tags=["topics"])
 
@@ -110,6 +112,25 @@ async def delete_topic(name: str, context: AdminContext = Depends(admin_context)
     pending (nothing changes), 404 if it does not exist, 403 for a system topic."""
     await context.operators.delete_topic(name)
     return Response(status_code=204)
+
+
+@router.get("/{name}/queues/{queue_id}/messages", response_model=QueueMessagesOut)
+async def read_queue(
+    name: str,
+    queue_id: Annotated[int, FastApiPath(ge=0)],
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Limit = 100,
+    context: AdminContext = Depends(admin_context),  # noqa: B008
+) -> QueueMessagesOut:
+    """Up to ``limit`` committed messages of one queue from ``offset`` on, as a consumer reads
+    them (what ``halfmq topics tail`` follows). 416 below the queue's low offset."""
+    batch = await context.messaging.pull(name, queue_id, offset, limit)
+    return QueueMessagesOut(
+        messages=[FoundOut.of(Found(m, STORED)) for m in batch.messages],
+        next_offset=batch.next_offset,
+        min_offset=batch.min_offset,
+        max_offset=batch.max_offset,
+    )
 
 
 @router.get("/{name}/queues", response_model=list[QueueOut])

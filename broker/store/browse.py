@@ -15,7 +15,14 @@ import sqlite3
 from collections.abc import Iterator
 
 from broker.model import (
+    ACKNOWLEDGED,
+    DEAD_LETTERED,
+    DELAYED,
+    DELIVERED,
     DLQ_PREFIX,
+    RETRYING,
+    STORED,
+    WAITING,
     Found,
     GroupTrace,
     StoredMessage,
@@ -26,11 +33,6 @@ from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, RETRY_PREFIX
 from broker.store.base import StoreBase
 from broker.store.retention import first_at
 from broker.store.sql import MESSAGE_COLUMNS, TRANSACTION_COLUMNS, row_to_message, row_to_transaction, translated
-
-STORED, DELAYED = "STORED", "DELAYED"
-WAITING, DELIVERED, RETRYING, ACKNOWLEDGED, DEAD_LETTERED = (
-    "WAITING", "DELIVERED", "RETRYING", "ACKNOWLEDGED", "DEAD_LETTERED"
-)  # fmt: skip
 
 # Each source of found messages as message rows, the condition filled in by the search.
 _STORED = f"SELECT {MESSAGE_COLUMNS}, NULL FROM messages WHERE {{}} ORDER BY store_offset DESC LIMIT ?"
