@@ -39,6 +39,24 @@ def kafka_send(broker, key: str, body: bytes) -> None:
     assert producer.flush(30) == 0
 
 
+def subscribed(broker, reset: str) -> Consumer:
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}", "group.id": "readers",
+                         "auto.offset.reset": reset, "enable.auto.commit": False})  # fmt: skip
+    consumer.subscribe(["orders"])
+    return consumer
+
+
+def consume(consumer: Consumer, count: int, *, commit: bool) -> list[bytes]:
+    values = []
+    while len(values) < count:
+        record = consumer.poll(1.0)
+        if record is not None and record.error() is None:
+            values.append(record.value())
+            if commit:
+                consumer.commit(record, asynchronous=False)
+    return values
+
+
 def test_a_message_sent_through_each_protocol_is_found_by_id_key_and_time(broker, clock):
     with Producer(broker=broker.address) as producer:
         sent = producer.send(Message(topic="orders", body=b"order o-7", keys=("o-7",)))
@@ -125,15 +143,8 @@ def test_a_reset_is_refused_while_the_group_is_live_then_its_consumers_read_from
         for i in range(4):
             producer.send(Message(topic="orders", body=f"m{i}".encode(), keys=("k",)))
     # a Kafka consumer is a live member of "readers" while it is subscribed
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}", "group.id": "readers",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
-    consumer.subscribe(["orders"])
-    read = []
-    while len(read) < 4:
-        record = consumer.poll(1.0)
-        if record is not None and record.error() is None:
-            read.append(record.value())
-            consumer.commit(record, asynchronous=False)
+    consumer = subscribed(broker, "earliest")
+    read = consume(consumer, 4, commit=True)
     before = store_snapshot(broker.broker.store.path.parent)
     refused = httpx.post(f"{broker.http}/consumers/readers/reset-offsets", json={"topic": "orders", "to": "EARLIEST"})
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "GROUP_NOT_EMPTY")
@@ -142,14 +153,8 @@ def test_a_reset_is_refused_while_the_group_is_live_then_its_consumers_read_from
     consumer.close()
     reset = as_json(broker, "consumers", "reset-offsets", "readers", "--topic", "orders", "--to-earliest")
     assert set(reset["offsets"].values()) == {0}
-    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}", "group.id": "readers",
-                         "auto.offset.reset": "latest", "enable.auto.commit": False})  # fmt: skip
-    consumer.subscribe(["orders"])
-    again = []
-    while len(again) < 4:
-        record = consumer.poll(1.0)
-        if record is not None and record.error() is None:
-            again.append(record.value())
+    consumer = subscribed(broker, "latest")  # a committed offset comes first: "latest" is not used
+    again = consume(consumer, 4, commit=False)
     consumer.close()
     assert sorted(again) == sorted(read), "read again from the reset offsets"
     latest = as_json(broker, "consumers", "reset-offsets", "readers", "--topic", "orders", "--to-offset", "99")
