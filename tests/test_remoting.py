@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import prometheus_client
 import pytest
 
@@ -348,6 +349,12 @@ def test_a_new_group_reads_a_queue_from_0_only_once_the_queue_holds_a_message(br
     assert (query().code, query().fields["offset"]) == (0, "0")
 
 
+def trace(broker: BrokerThread, message_id: str) -> dict[str, tuple[str, int, list[str]]]:
+    """Each consumer group's part in a message, as the admin API traces it."""
+    groups = httpx.get(f"{broker.http}/messages/{message_id}/trace").json()["groups"]
+    return {g["group"]: (g["state"], g["attempts"], [c["topic"] for c in g["copies"]]) for g in groups}
+
+
 def test_a_failed_message_sent_back_comes_again_through_the_group_s_retry_topic_then_goes_to_its_dead_letters(broker):
     client = Client(broker.broker.remoting_port)
     assert join_readers(client, "c-1").code == 0
@@ -368,6 +375,7 @@ def test_a_failed_message_sent_back_comes_again_through_the_group_s_retry_topic_
     time.sleep(1.5)
     (again,) = read_messages(pull(client, "%RETRY%readers", 0).body)
     assert (again["body"], again["reconsume_times"]) == (b"o-1", 1)
+    assert trace(broker, "ID1") == {"readers": ("RETRYING", 1, ["%RETRY%readers"])}
     # no TIMER_DELIVER_MS: a retry is delayed by a level, which RocketMQ's broker does not state
     assert again["properties"] == {"UNIQ_KEY": "ID1", "KEYS": "o-1", "TAGS": "created", "region": "eu",
                                    "RETRY_TOPIC": "orders", "ORIGIN_MESSAGE_ID": "ID1"}  # fmt: skip
@@ -375,6 +383,9 @@ def test_a_failed_message_sent_back_comes_again_through_the_group_s_retry_topic_
     (letter,) = read_messages(pull(client, "%DLQ%readers", 0).body)
     assert (letter["body"], letter["reconsume_times"], letter["properties"]["UNIQ_KEY"]) == (b"o-1", 2, "ID1")
     assert letter["properties"]["RETRY_TOPIC"] == "orders"
+    assert trace(broker, "ID1") == {"readers": ("DEAD_LETTERED", 2, ["%RETRY%readers", "%DLQ%readers"])}
+    (found,) = httpx.get(f"{broker.http}/messages/ID1").json()  # the operator finds it by its id and key
+    assert found["topic"] == "orders" and found in httpx.get(f"{broker.http}/messages", params={"key": "o-1"}).json()
     unknown = client.call(SEND_BACK, offset=first["physical"], group="readers", delayLevel=0, originMsgId="NOPE",
                           originTopic="orders")  # fmt: skip
     assert unknown.code == 1 and "look message by offset failed" in unknown.remark

@@ -75,6 +75,11 @@ def test_the_official_producer_commits_rolls_back_and_sends_normal_messages(comp
     assert committed.message_id == message_id == transaction_id, "RocketMQ names a transaction by its message id"
     assert committed.transaction_id, "native readers see the broker's own transaction id"
     assert (committed.tags, committed.keys) == ("rmq", ("rmq-commit",))
+    # an operator finds each by the id the client was given and by its key; the rolled back one held
+    for key, state in (("rmq-commit", "STORED"), ("rmq-rollback", "ROLLED_BACK"), ("rmq-normal", "STORED")):
+        (found,) = httpx.get(f"{broker.http}/messages/{sent[key][0]}").json()
+        assert (found["state"], found["keys"]) == (state, [key])
+        assert httpx.get(f"{broker.http}/messages", params={"key": key}).json() == [found]
 
 
 def test_a_killed_producers_orphaned_transaction_is_committed_once_by_another_producer_of_the_topic(compat):
