@@ -113,6 +113,7 @@ class Broker:
                 self.messaging,
                 KafkaTransactions(self.kafka_txns, self.store),
                 self.kafka_groups,
+                self.operators,
                 advertised_host=kafka_host,
                 advertised_port=kafka_port,
                 auto_create_topics=settings.auto_create_topics,

@@ -9,6 +9,7 @@ import socket
 import struct
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from kafka import errors as kerr
@@ -28,9 +29,11 @@ from kafka.record.memory_records import MemoryRecords
 from broker.kafka_api.records import read_batches, to_batch, to_messages
 from broker.model import QueueColumns
 from broker.tls import TlsFiles
+from halfmq_proto.v1 import halfmq_pb2 as pb
+from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import Message as SdkMessage
 from producer_sdk import Producer, PullConsumer, TransactionalProducer
-from tests.support import BrokerThread, Pki, broker_settings, store_snapshot
+from tests.support import BrokerThread, Pki, broker_settings, send_half, store_snapshot
 
 
 class Wire:
@@ -287,13 +290,21 @@ def test_offsets_waiting_in_an_open_transaction_are_unstable_to_a_fetch_that_req
     assert fetched(7, True) == (0, end)
 
 
-def test_topics_are_not_deleted(broker):
-    from confluent_kafka.admin import AdminClient
+def test_a_kafka_admin_deletes_a_topic_but_not_one_with_a_pending_transaction(broker):
+    from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}"})
-    with pytest.raises(Exception, match="TOPIC_DELETION_DISABLED"):
+    admin.create_topics([NewTopic("scratch", 2)])["scratch"].result(timeout=10)
+    with Producer(broker=broker.address) as plain:
+        plain.send(SdkMessage(topic="scratch", body=b"gone soon"))
+    with grpc.insecure_channel(broker.address) as channel:
+        send_half(pb_grpc.BrokerStub(channel), pb.Message(topic="orders", body=b"h", message_id="h-1"), "p")
+    with pytest.raises(Exception, match="POLICY_VIOLATION"):
         admin.delete_topics(["orders"])["orders"].result(timeout=10)
-    assert "orders" in admin.list_topics(timeout=10).topics
+    admin.delete_topics(["scratch"])["scratch"].result(timeout=10)
+    with pytest.raises(Exception, match="UNKNOWN_TOPIC_OR_PART"):
+        admin.delete_topics(["scratch"])["scratch"].result(timeout=10)
+    assert set(admin.list_topics(timeout=10).topics) == {"orders"}
 
 
 def test_metadata_names_the_advertised_host_with_the_kafka_port(tmp_path):

@@ -78,6 +78,7 @@ from broker.errors import (
     OffsetOutOfRange,
     StorageFull,
     TopicExists,
+    TopicInUse,
     TopicNotFound,
 )
 from broker.kafka_api.groups import Coordinator, KafkaError
@@ -85,6 +86,7 @@ from broker.kafka_api.records import BadRecords, gap_marker, read_batches, to_ba
 from broker.kafka_api.transactions import KafkaTransactions, txn_error
 from broker.messaging import MAX_BATCH, MessagingService
 from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES, check_name
+from broker.operators import OperatorService
 
 NODE_ID = 0
 FETCH_POLL = 0.05  # seconds between looks at the fetched partitions during a long poll
@@ -169,6 +171,7 @@ def error_code(exc: HalfmqError) -> int:
         (MessageTooLarge, kerr.MessageSizeTooLargeError),
         (OffsetOutOfRange, kerr.OffsetOutOfRangeError),
         (TopicExists, kerr.TopicAlreadyExistsError),
+        (TopicInUse, kerr.PolicyViolationError),
         (StorageFull, kerr.KafkaStorageError),
         (InvalidArgument, kerr.InvalidRequestError),
     ):
@@ -193,6 +196,7 @@ class KafkaApis:
         messaging: MessagingService,
         transactions: KafkaTransactions,
         coordinator: Coordinator,
+        operators: OperatorService,
         *,
         advertised_host: str | None,
         advertised_port: int | None,
@@ -202,6 +206,7 @@ class KafkaApis:
         self._messaging = messaging
         self._txns = transactions
         self._groups = coordinator
+        self._operators = operators
         self._advertised_host = advertised_host
         self._advertised_port = advertised_port
         self._auto_create = auto_create_topics
@@ -317,11 +322,16 @@ class KafkaApis:
         return 0, None
 
     async def delete_topics(self, request: Any, _: Connection) -> Any:
-        """halfmq keeps its topics: TOPIC_DELETION_DISABLED, Kafka's answer with delete.topic.enable=false."""
-        results = [
-            DeleteTopicsResponse.DeletableTopicResult(name=name, error_code=kerr.TopicDeletionDisabledError.errno)
-            for name in request.topic_names
-        ]
+        """Each topic deleted with its messages and offsets, or its error: POLICY_VIOLATION while a
+        transaction or a delayed message of it is pending (halfmq's promise keeps their messages)."""
+        results = []
+        for name in request.topic_names:
+            try:
+                await self._operators.delete_topic(name)
+                code = 0
+            except HalfmqError as exc:
+                code = error_code(exc)
+            results.append(DeleteTopicsResponse.DeletableTopicResult(name=name, error_code=code))
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
     async def produce(self, request: Any, _: Connection) -> Any:
