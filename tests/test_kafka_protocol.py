@@ -435,3 +435,27 @@ def test_a_transactional_offset_commit_from_v3_is_checked_against_the_group_s_me
 
     assert commit("nobody", 1) == kerr.UnknownMemberIdError.errno
     assert commit("", -1) == 0
+
+
+def test_a_kafka_admin_deletes_a_group_once_it_has_no_live_member(broker):
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = f"127.0.0.1:{broker.broker.kafka_port}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    with Producer(broker=broker.address) as plain:
+        plain.send(SdkMessage(topic="orders", body=b"o"))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g1", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.subscribe(["orders"])
+    while (record := consumer.poll(1.0)) is None or record.error() is not None:
+        pass
+    consumer.commit(record, asynchronous=False)
+    with pytest.raises(Exception, match="NON_EMPTY_GROUP"):
+        admin.delete_consumer_groups(["g1"])["g1"].result(timeout=10)
+    consumer.close()
+    admin.delete_consumer_groups(["g1"])["g1"].result(timeout=10)
+    assert "g1" not in {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+    assert "g1" not in {g for g, *_ in broker.run(broker.broker.messaging.committed_offsets())}
+    with pytest.raises(Exception, match="GROUP_ID_NOT_FOUND"):
+        admin.delete_consumer_groups(["g1"])["g1"].result(timeout=10)

@@ -117,6 +117,12 @@ class Coordinator:
     def groups(self) -> list[Group]:
         return list(self._groups.values())
 
+    def forget(self, name: str) -> None:
+        """Drop a deleted group that has no member left (a live one is never deleted)."""
+        group = self._groups.get(name)
+        if group is not None and not group.members:
+            del self._groups[name]
+
     def clients(self) -> list[Client]:
         """Every live member of a group, as a consumer of it (its host: Kafka keeps no port)."""
         return [

@@ -16,6 +16,8 @@ from kafka import errors as kerr
 from kafka.protocol.admin import (
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
@@ -70,6 +72,8 @@ from kafka.protocol.sasl import (
 )
 
 from broker.errors import (
+    GroupNotEmpty,
+    GroupNotFound,
     HalfmqError,
     HiddenTopic,
     InvalidArgument,
@@ -115,6 +119,7 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ApiVersions: (0, 3),
     ApiKey.CreateTopics: (2, 4),
     ApiKey.DeleteTopics: (1, 3),
+    ApiKey.DeleteGroups: (0, 2),
     ApiKey.InitProducerId: (0, 4),
     ApiKey.AddPartitionsToTxn: (0, 2),
     ApiKey.AddOffsetsToTxn: (0, 2),
@@ -141,6 +146,7 @@ REQUESTS: dict[ApiKey, Any] = {
     ApiKey.ApiVersions: ApiVersionsRequest,
     ApiKey.CreateTopics: CreateTopicsRequest,
     ApiKey.DeleteTopics: DeleteTopicsRequest,
+    ApiKey.DeleteGroups: DeleteGroupsRequest,
     ApiKey.InitProducerId: InitProducerIdRequest,
     ApiKey.AddPartitionsToTxn: AddPartitionsToTxnRequest,
     ApiKey.AddOffsetsToTxn: AddOffsetsToTxnRequest,
@@ -228,6 +234,7 @@ class KafkaApis:
             ApiKey.OffsetFetch: self.offset_fetch,
             ApiKey.DescribeGroups: self.describe_groups,
             ApiKey.ListGroups: self.list_groups,
+            ApiKey.DeleteGroups: self.delete_groups,
             ApiKey.InitProducerId: self.init_producer_id,
             ApiKey.AddPartitionsToTxn: lambda request, _: transactions.add_partitions(request, self._topic_exists),
             ApiKey.AddOffsetsToTxn: lambda request, _: transactions.add_offsets(request),
@@ -609,6 +616,22 @@ class KafkaApis:
             for name in sorted(names | set(live))
         ]
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=listed)
+
+    async def delete_groups(self, request: Any, _: Connection) -> Any:
+        """Each group's offsets, deliveries and retry policy forgotten, or its error: NON_EMPTY_GROUP
+        while it has live members (of any protocol), GROUP_ID_NOT_FOUND if nothing of it is kept."""
+        results = []
+        for name in request.groups_names:
+            try:
+                await self._operators.delete_group(name)
+                self._groups.forget(name)
+                code = 0
+            except GroupNotEmpty:
+                code = kerr.NonEmptyGroupError.errno
+            except (GroupNotFound, InvalidArgument):
+                code = kerr.GroupIdNotFoundError.errno
+            results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=code))
+        return DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
     def _topic_exists(self, name: str) -> bool:
         try:
