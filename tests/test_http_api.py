@@ -218,8 +218,10 @@ def test_schemathesis_finds_no_server_error(broker, tmp_path: Path):
     result = subprocess.run(
         [sys.executable, "-m", "schemathesis.cli", "run", f"{broker.http}/openapi.json",
          "--checks", "not_a_server_error", "--max-examples", "25", "--generation-deterministic", "--no-color",
-         # The test controls are off here: they answer 403 to anything (tests/test_plugin.py).
-         "--exclude-path-regex", "^/test/"],
+         # The test controls are off here: they answer 403 to anything (tests/test_plugin.py). Deletions
+         # would take the seeded topic and transaction from the stateful phase's other operations:
+         # tests/test_operators.py sends them malformed and unknown names.
+         "--exclude-path-regex", "^/test/", "--exclude-method", "DELETE"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -204,6 +204,10 @@ def test_deleting_a_topic_is_refused_while_work_is_pending_then_frees_its_messag
     assert store.database_bytes() < size_before - 6_000_000, "the freed pages went back to the file system"
     assert httpx.delete(f"{broker.http}/topics/bulk").status_code == 404
     assert httpx.delete(f"{broker.http}/topics/RMQ_SYS_TRANS_HALF_TOPIC").status_code == 403
+    for name in ("%00", "a" * 300, "%DLQ%", "😀", "a b"):  # malformed names: refused, never a server error
+        for path in (f"/topics/{name}", f"/consumers/{name}"):
+            refused = httpx.delete(f"{broker.http}{path}")
+            assert refused.status_code in (400, 404, 422) and "error" in refused.json(), (path, refused.text)
     assert httpx.post(f"{broker.http}/topics", json={"name": "bulk", "queues": 3}).status_code == 201
     with Producer(broker=broker.address) as producer:
         again = producer.send(Message(topic="bulk", body=b"new", keys=("k",)))
