@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
-from broker.errors import HalfmqError
+from broker.errors import BrokerClosed, HalfmqError
 
 I = TypeVar("I")  # noqa: E741 - an item, as R is a result
 R = TypeVar("R")
@@ -37,10 +37,11 @@ class Coalescer(Generic[I, R]):
         return await future
 
     async def _drain(self) -> None:
+        taken: list[tuple[I, asyncio.Future[R]]] = []
         try:
             while self._waiting:
                 taken, self._waiting = self._waiting[: self._limit], self._waiting[self._limit :]
-                outcomes: Sequence[R | Exception]
+                outcomes: Sequence[R | BaseException]
                 try:
                     outcomes = await self._batch([item for item, _ in taken])
                 except Exception as exc:  # the whole batch failed: every item hears why
@@ -48,9 +49,15 @@ class Coalescer(Generic[I, R]):
                 for (_, future), outcome in zip(taken, outcomes, strict=True):
                     if future.done():  # its caller has gone; the item was written all the same
                         continue
-                    if isinstance(outcome, Exception):
+                    if isinstance(outcome, BaseException):
                         future.set_exception(outcome)
                     else:
                         future.set_result(outcome)
+        except BaseException as exc:  # cancelled (the broker stops), or a batch of the wrong length
+            for _, future in (*taken, *self._waiting):
+                if not future.done():
+                    future.set_exception(BrokerClosed(f"the batch was not written: {exc!r}"))
+            self._waiting = []
+            raise
         finally:
             self._running = None

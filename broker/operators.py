@@ -11,7 +11,16 @@ from broker.clients import CONSUMER, Clients
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import GroupNotEmpty, GroupNotFound, InvalidArgument, MessageNotFound
 from broker.messaging import MessagingService
-from broker.model import Found, Message, Placement, Trace, check_data_topic, check_message_id, check_name
+from broker.model import (
+    RESERVED_PROPERTIES,
+    Found,
+    Message,
+    Placement,
+    Trace,
+    check_data_topic,
+    check_message_id,
+    check_name,
+)
 from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, ORIGIN_TOPIC, dead_letter_topic
 from broker.store import Store
 
@@ -135,7 +144,8 @@ class OperatorService:
                 if message_id is not None and letter.properties.get(ORIGIN_MESSAGE_ID) != message_id:
                     continue
                 matched = True
-                kept = {k: v for k, v in letter.properties.items() if k not in (ORIGIN_TOPIC, DELIVERY_ATTEMPTS)}
+                dropped = (*RESERVED_PROPERTIES, ORIGIN_TOPIC, ORIGIN_MESSAGE_ID, DELIVERY_ATTEMPTS)
+                kept = {k: v for k, v in letter.properties.items() if k not in dropped}
                 message = Message(letter.properties.get(ORIGIN_TOPIC, ""), letter.body, uuid.uuid4().hex,
                                   letter.keys, letter.tags, kept, letter.born_timestamp)  # fmt: skip
                 resent.append(await self._messaging.send_one(message, typed=False))

@@ -197,7 +197,12 @@ def test_deleting_a_topic_is_refused_while_work_is_pending_then_frees_its_messag
     with Producer(broker=broker.address) as producer:
         producer.recall("bulk", delayed.recall_handle)
 
+    deleted_half = store.transaction(pending.transaction_id).half_offset  # the half log's newest
     assert "topic bulk deleted" in halfmq(broker, "topics", "delete", "bulk")
+    with grpc.insecure_channel(broker.address) as channel:
+        later = send_half(pb_grpc.BrokerStub(channel), pb.Message(topic="orders", body=b"h", message_id="h-2"), "p")
+    assert store.transaction(later.transaction_id).half_offset > deleted_half, "a half offset is never used twice"
+    httpx.post(f"{broker.http}/transactions/{later.transaction_id}/rollback").raise_for_status()
     after = store_snapshot(data_dir)
     for table, rows in after.items():
         assert not [row for row in rows if "bulk" in row], f"{table} still holds the topic's rows"

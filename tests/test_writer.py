@@ -120,3 +120,23 @@ def test_single_sends_prepares_and_ends_sent_together_are_written_as_one_job_eac
     assert sorted(body for *_, body in topic_rows(tmp_path, "plain")) == sorted(f"p{i}".encode() for i in range(20))
     assert [r.state for r in ended[:20]] == [TransactionState.COMMITTED] * 20
     assert sorted(body for *_, body in topic_rows(tmp_path, "t")) == sorted(f"m{i}".encode() for i in range(20))
+
+
+def test_callers_waiting_on_a_batch_that_is_cancelled_hear_so_instead_of_waiting_for_ever():
+    from broker.coalesce import Coalescer
+    from broker.errors import BrokerClosed
+
+    async def scenario() -> list[object]:
+        async def never(items: list[int]) -> list[int]:
+            await asyncio.Event().wait()
+            return items
+
+        coalescer: Coalescer[int, int] = Coalescer(never, 1)  # one item per batch: the second waits its turn
+        calls = [asyncio.create_task(coalescer.submit(n)) for n in (1, 2)]
+        await asyncio.sleep(0.01)
+        running = coalescer._running
+        assert running is not None
+        running.cancel()  # as the broker's loop cancels its tasks when it stops
+        return await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), 5)
+
+    assert [type(outcome) for outcome in asyncio.run(scenario())] == [BrokerClosed, BrokerClosed]

@@ -630,6 +630,8 @@ class KafkaApis:
                 code = kerr.NonEmptyGroupError.errno
             except (GroupNotFound, InvalidArgument):
                 code = kerr.GroupIdNotFoundError.errno
+            except HalfmqError as exc:
+                code = error_code(exc)
             results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=code))
         return DeleteGroupsResponse(throttle_time_ms=0, results=results)
 

@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from broker.errors import HalfmqError, MessageIdInUse, TopicExists, TopicInUse, TopicNotFound
-from broker.model import Appended, Message, MessageRows, MessageType, Topic
+from broker.model import HALF_TOPIC, Appended, Message, MessageRows, MessageType, Topic
 from broker.store.base import StoreBase
 from broker.store.sql import (
     FROM_JSON,
     OPEN_HOLDING,
+    RAISE_FLOOR,
     TOPIC_COLUMNS,
     MessagesInsert,
     hand_back,
@@ -27,13 +28,13 @@ _PENDING_OF_TOPIC = (
     ("pending transaction(s)", "SELECT COUNT(*) FROM transactions WHERE state = 'PENDING' AND topic = ?"),
     ("delayed message(s)", "SELECT COUNT(*) FROM delayed WHERE topic = ?"),
     ("open batch or Kafka transaction range(s)", "SELECT COUNT(*) FROM open_ranges WHERE topic = ?"),
+    ("Kafka transaction offset(s) waiting", "SELECT COUNT(*) FROM txn_offsets WHERE topic = ?"),
 )
 # Everything of a topic, once nothing is pending in it.
 _DELETE_TOPIC = (
     "DELETE FROM messages WHERE topic = ?1",
     "DELETE FROM consumer_offsets WHERE topic = ?1",
     "DELETE FROM deliveries WHERE topic = ?1",
-    "DELETE FROM txn_offsets WHERE topic = ?1",
     "DELETE FROM queue_floors WHERE topic = ?1",
     "DELETE FROM control_offsets WHERE topic = ?1",
     "DELETE FROM delayed_counts WHERE topic = ?1",
@@ -90,13 +91,22 @@ class LogStore(StoreBase):
             ]
             if waiting:
                 raise TopicInUse(f"topic {name!r} has {', '.join(waiting)}: end or recall them first")
+            # the half log's offsets are never handed out again, whichever topic its newest were of
+            conn.execute(RAISE_FLOOR, (HALF_TOPIC, 0, self._tails.next(HALF_TOPIC, 0)))
             for statement in _DELETE_TOPIC:
                 conn.execute(statement, (name,))
             self._tails.reload(conn)
             hand_back(conn, "main")
 
-        await self._writer.run(work)
-        self._topics.pop(name, None)
+        # Unknown from now on, so that no send, prepare or hold checked after this is queued
+        # behind the deletion (those checked before are queued ahead of it, and deleted with it).
+        topic = self._topics.pop(name, None)
+        try:
+            await self._writer.run(work)
+        except BaseException:
+            if topic is not None:
+                self._topics[name] = topic
+            raise
 
     def topic(self, name: str) -> Topic:
         """Return the topic; raise TopicNotFound if it does not exist."""
