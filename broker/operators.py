@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from broker.clients import CONSUMER, Clients
 from broker.clock import Clock, system_clock, to_ms
-from broker.errors import GroupNotEmpty, GroupNotFound, InvalidArgument, MessageNotFound
+from broker.errors import GroupNotEmpty, GroupNotFound, InvalidArgument, MessageNotFound, TopicNotFound
 from broker.messaging import MessagingService
 from broker.model import (
     RESERVED_PROPERTIES,
@@ -25,6 +25,9 @@ from broker.retry import DELIVERY_ATTEMPTS, ORIGIN_MESSAGE_ID, ORIGIN_TOPIC, dea
 from broker.store import Store
 
 MAX_FOUND = 1000
+# A dead letter's properties that its message sent again does not carry: the broker's own, and
+# where the letter came from (the new message is not a copy of it).
+_NOT_RESENT = (*RESERVED_PROPERTIES, ORIGIN_TOPIC, ORIGIN_MESSAGE_ID, DELIVERY_ATTEMPTS)
 
 
 @dataclass(frozen=True)
@@ -95,12 +98,10 @@ class OperatorService:
         them by queue. Refused with GroupNotEmpty while the group has live consumers, as Kafka
         refuses it; raises InvalidArgument, HiddenTopic or TopicNotFound."""
         check_name("consumer group", group)
-        check_data_topic(topic)
-        queues = self._store.topic(topic).queues
+        ranges = await self._messaging.queue_offsets(topic)
         self._check_empty(group, "reset")
         offsets = {}
-        for queue_id in range(queues):
-            low, high = await self._store.query(self._store.queue_range, topic, queue_id)
+        for queue_id, (low, high) in ranges.items():
             if target.kind == OffsetTarget.DATETIME:
                 assert target.value is not None
                 offsets[queue_id] = await self._messaging.offset_at(topic, queue_id, target.value)
@@ -124,7 +125,6 @@ class OperatorService:
         transactions, their disk space handed back. Raises HiddenTopic, TopicNotFound, or
         TopicInUse while a transaction or a delayed message of it is pending (nothing changes)."""
         check_data_topic(name)
-        self._store.topic(name)
         await self._store.delete_topic(name)
         await self._store.in_background(self._store.drop_topic_segments, name)
 
@@ -136,16 +136,17 @@ class OperatorService:
         check_name("consumer group", group)
         letters_topic = dead_letter_topic(group)
         resent, matched = [], False
-        known = any(t.name == letters_topic for t in self._store.topics())
-        low, high = await self._store.query(self._store.queue_range, letters_topic, 0) if known else (0, 0)
+        try:
+            (low, high), *_ = (await self._messaging.queue_offsets(letters_topic)).values()
+        except TopicNotFound:  # no dead letter yet
+            low = high = 0
         for offset in range(low, high, MAX_FOUND):
             letters = await self._store.query(self._store.read, letters_topic, 0, offset, MAX_FOUND, 1 << 62)
             for letter in letters:
                 if message_id is not None and letter.properties.get(ORIGIN_MESSAGE_ID) != message_id:
                     continue
                 matched = True
-                dropped = (*RESERVED_PROPERTIES, ORIGIN_TOPIC, ORIGIN_MESSAGE_ID, DELIVERY_ATTEMPTS)
-                kept = {k: v for k, v in letter.properties.items() if k not in dropped}
+                kept = {k: v for k, v in letter.properties.items() if k not in _NOT_RESENT}
                 message = Message(letter.properties.get(ORIGIN_TOPIC, ""), letter.body, uuid.uuid4().hex,
                                   letter.keys, letter.tags, kept, letter.born_timestamp)  # fmt: skip
                 resent.append(await self._messaging.send_one(message, typed=False))
