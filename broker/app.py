@@ -19,8 +19,9 @@ from broker.grpc_api.convert import segment_to_pb
 from broker.grpc_api.servicer import BrokerServicer
 from broker.http_api import AdminContext, create_app
 from broker.http_api import create_server as create_http_server
+from broker.kafka_api.admin import KafkaConfigs
 from broker.kafka_api.groups import Coordinator
-from broker.kafka_api.handlers import KafkaApis
+from broker.kafka_api.handlers import DEFAULT_PARTITIONS, NODE_ID, KafkaApis
 from broker.kafka_api.server import KafkaServer
 from broker.kafka_api.transactions import KafkaTransactions
 from broker.kafka_txn import KafkaTxnService
@@ -114,6 +115,7 @@ class Broker:
                 KafkaTransactions(self.kafka_txns, self.store),
                 self.kafka_groups,
                 self.operators,
+                KafkaConfigs.of(settings, NODE_ID, DEFAULT_PARTITIONS),
                 advertised_host=kafka_host,
                 advertised_port=kafka_port,
                 auto_create_topics=settings.auto_create_topics,

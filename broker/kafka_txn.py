@@ -63,7 +63,7 @@ class KafkaTxnService:
         check_name("transactional id", transactional_id)
         if not 0 < timeout <= MAX_TIMEOUT:
             raise InvalidArgument(f"transaction timeout must be above 0 and at most {MAX_TIMEOUT:g} s, got {timeout}")
-        started = await self._store.init_producer(transactional_id, to_ms(timeout), self._now_ms(), held_epoch)
+        started = await self._store.init_producer(transactional_id, to_ms(timeout), self.now_ms(), held_epoch)
         if started.aborted:
             self._count("fenced")
         return started
@@ -99,7 +99,7 @@ class KafkaTxnService:
                 raise type(exc)(f"message {index}: {exc}") from None
         if len({(m.topic, m.message_id) for m in messages}) < len(messages):
             raise InvalidArgument("a message id appears twice in the send")
-        return await self._store.send_in_txn(transactional_id, epoch, txn_number, placed, self._now_ms())
+        return await self._store.send_in_txn(transactional_id, epoch, txn_number, placed, self.now_ms())
 
     async def send_offsets(
         self, transactional_id: str, epoch: int, txn_number: int, group: str, offsets: Sequence[OffsetInTxn]
@@ -114,12 +114,12 @@ class KafkaTxnService:
             raise InvalidArgument("a queue appears twice among the offsets")
         for item in offsets:
             await self._messaging.check_offset(item.topic, item.queue_id, item.offset)
-        await self._store.add_offsets(transactional_id, epoch, txn_number, group, offsets, self._now_ms())
+        await self._store.add_offsets(transactional_id, epoch, txn_number, group, offsets, self.now_ms())
 
     async def end(self, transactional_id: str, epoch: int, txn_number: int, commit: bool) -> TxnEnd:
         """Commit or abort transaction ``txn_number``; see KafkaTxnStore.end_txn."""
         check_name("transactional id", transactional_id)
-        ended = await self._store.end_txn(transactional_id, epoch, txn_number, commit, self._now_ms())
+        ended = await self._store.end_txn(transactional_id, epoch, txn_number, commit, self.now_ms())
         if not ended.already_ended:
             self._count("committed" if commit else "aborted")
         return ended
@@ -127,7 +127,7 @@ class KafkaTxnService:
     async def expire(self) -> tuple[int, int]:
         """Abort the transactions open longer than their timeout; return how many, and how many
         messages went. Looks on a reader first, so that a broker with none past its time writes nothing."""
-        now_ms = self._now_ms()
+        now_ms = self.now_ms()
         late = await self._store.query(self._store.open_txns_before, now_ms)
         if not late:
             return 0, 0
@@ -149,5 +149,6 @@ class KafkaTxnService:
         if self._metrics is not None and count:
             self._metrics.transactions_ended(outcome, count)
 
-    def _now_ms(self) -> int:
+    def now_ms(self) -> int:
+        """The broker's clock, in ms."""
         return to_ms(self._clock())

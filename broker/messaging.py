@@ -249,11 +249,15 @@ class MessagingService(PullService):
                 f"offset of {topic!r} queue {queue_id} must be between 0 and the queue's end ({high}), got {offset}"
             )
 
-    async def offset_at(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+    async def first_offset_at(self, topic: str, queue_id: int, timestamp_ms: int) -> int | None:
         """The offset of the queue's first message stored at or after ``timestamp_ms`` (broker ms),
-        its end if none was. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
+        None if none was. Raises InvalidArgument, HiddenTopic or TopicNotFound."""
         self._check_queue(topic, queue_id)
-        found = await self._store.query(self._store.queue_offset_at, topic, queue_id, timestamp_ms)
+        return await self._store.query(self._store.queue_offset_at, topic, queue_id, timestamp_ms)
+
+    async def offset_at(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """As first_offset_at, but the queue's end if no message was stored at or after ``timestamp_ms``."""
+        found = await self.first_offset_at(topic, queue_id, timestamp_ms)
         if found is not None:
             return found
         _, high = await self._store.query(self._store.queue_range, topic, queue_id)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from broker.clients import CONSUMER, Clients
 from broker.clock import Clock, system_clock, to_ms
-from broker.errors import GroupNotEmpty, GroupNotFound, InvalidArgument, MessageNotFound, TopicNotFound
+from broker.errors import GroupNotEmpty, GroupNotFound, InvalidArgument, MessageNotFound, NotFound, TopicNotFound
 from broker.messaging import MessagingService
 from broker.model import (
     RESERVED_PROPERTIES,
@@ -111,6 +111,20 @@ class OperatorService:
                 offsets[queue_id] = min(max(wanted, low), high)
         await self._store.reset_offsets(group, topic, offsets)
         return offsets
+
+    async def delete_offsets(self, group: str, topic: str, queue_ids: list[int]) -> None:
+        """Forget ``group``'s committed offsets (and deliveries) in ``queue_ids`` of ``topic``: it
+        reads them from where a new group starts. Refused with GroupNotEmpty while the group has
+        live consumers; raises GroupNotFound if nothing of it is stored, InvalidArgument,
+        HiddenTopic, TopicNotFound, or NotFound for a queue the topic does not have."""
+        check_name("consumer group", group)
+        ranges = await self._messaging.queue_offsets(topic)
+        missing = sorted(set(queue_ids) - set(ranges))
+        if missing:
+            raise NotFound(f"topic {topic!r} has no queue {missing[0]}")
+        self._check_empty(group, "changed")
+        if not await self._store.delete_offsets(group, topic, queue_ids):
+            raise GroupNotFound(f"consumer group {group!r} has no offsets, deliveries or retry policy")
 
     async def delete_group(self, group: str) -> None:
         """Forget a consumer group's offsets, deliveries and retry policy. Raises GroupNotEmpty

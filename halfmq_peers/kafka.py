@@ -34,7 +34,7 @@ _BROKER_ARTIFACTS = (f"org.apache.kafka:kafka_2.13:{VERSION}", *_LOGGING)
 # The command-line tools (TopicCommand, ConsumerGroupCommand, TransactionsCommand, the console
 # producer and consumer) live in kafka-tools, which brings Connect's runtime along: a separate
 # fetch, made only when tools_classpath is asked for.
-_TOOLS_ARTIFACTS = (f"org.apache.kafka:kafka-tools:{VERSION}", *_LOGGING)
+TOOLS_ARTIFACTS = (f"org.apache.kafka:kafka-tools:{VERSION}", *_LOGGING)
 
 NODE_ID = 1
 HEAP_MB = 512  # the launcher's default is 1 GB; the whole process's RSS measured 340-375 MB with 512
@@ -167,7 +167,7 @@ class Kafka:
         conf = self.workdir / "tools-conf"
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "log4j2.properties").write_text(_TOOLS_LOG4J)
-        return f"{conf}{os.pathsep}{maven.classpath(f'kafka-tools-{VERSION}', _TOOLS_ARTIFACTS)}"
+        return f"{conf}{os.pathsep}{maven.classpath(f'kafka-tools-{VERSION}', TOOLS_ARTIFACTS)}"
 
     def start(self) -> Kafka:
         """Fetch Kafka (once per machine), format ``data/`` unless an earlier start did, start

@@ -21,11 +21,14 @@ from kafka.protocol.admin import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DescribeAclsRequest,
-    DescribeAclsResponse,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeTransactionsRequest,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListTransactionsRequest,
 )
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import (
@@ -41,6 +44,7 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
@@ -75,21 +79,19 @@ from broker.errors import (
     GroupNotEmpty,
     GroupNotFound,
     HalfmqError,
-    HiddenTopic,
     InvalidArgument,
-    MessageTooLarge,
     NotFound,
     OffsetOutOfRange,
-    StorageFull,
     TopicExists,
-    TopicInUse,
     TopicNotFound,
 )
+from broker.kafka_api.admin import KafkaAdmin, KafkaConfigs
+from broker.kafka_api.codes import error_code, name_error
 from broker.kafka_api.groups import Coordinator, KafkaError
-from broker.kafka_api.records import BadRecords, gap_marker, read_batches, to_batch, to_columns, to_messages
+from broker.kafka_api.records import gap_marker, read_batches, to_batch, to_columns, to_messages
 from broker.kafka_api.transactions import KafkaTransactions, txn_error
 from broker.messaging import MAX_BATCH, MessagingService
-from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES, check_name
+from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES
 from broker.operators import OperatorService
 
 NODE_ID = 0
@@ -113,8 +115,8 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.Heartbeat: (0, 3),
     ApiKey.LeaveGroup: (0, 2),
     ApiKey.SyncGroup: (0, 3),
-    ApiKey.DescribeGroups: (0, 4),
-    ApiKey.ListGroups: (0, 2),
+    ApiKey.DescribeGroups: (0, 6),
+    ApiKey.ListGroups: (0, 4),
     ApiKey.SaslHandshake: (0, 1),
     ApiKey.ApiVersions: (0, 3),
     ApiKey.CreateTopics: (2, 4),
@@ -127,6 +129,11 @@ VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TxnOffsetCommit: (0, 3),
     ApiKey.SaslAuthenticate: (0, 1),
     ApiKey.DescribeAcls: (0, 2),
+    ApiKey.DescribeConfigs: (1, 4),
+    ApiKey.DescribeCluster: (0, 1),
+    ApiKey.OffsetDelete: (0, 0),
+    ApiKey.ListTransactions: (0, 1),
+    ApiKey.DescribeTransactions: (0, 0),
 }
 REQUESTS: dict[ApiKey, Any] = {
     ApiKey.Produce: ProduceRequest,
@@ -154,36 +161,13 @@ REQUESTS: dict[ApiKey, Any] = {
     ApiKey.TxnOffsetCommit: TxnOffsetCommitRequest,
     ApiKey.SaslAuthenticate: SaslAuthenticateRequest,
     ApiKey.DescribeAcls: DescribeAclsRequest,
+    ApiKey.DescribeConfigs: DescribeConfigsRequest,
+    ApiKey.DescribeCluster: DescribeClusterRequest,
+    ApiKey.OffsetDelete: OffsetDeleteRequest,
+    ApiKey.ListTransactions: ListTransactionsRequest,
+    ApiKey.DescribeTransactions: DescribeTransactionsRequest,
 }
 PLAIN = "PLAIN"
-
-
-def name_error(topic: str) -> int | None:
-    """INVALID_TOPIC_EXCEPTION for a name no topic may have, as Kafka answers it; else None."""
-    try:
-        check_name("topic", topic)
-    except InvalidArgument:
-        return int(kerr.InvalidTopicError.errno)
-    return None
-
-
-def error_code(exc: HalfmqError) -> int:
-    """The Kafka error code for a core error."""
-    if isinstance(exc, BadRecords):
-        return int(kerr.CorruptRecordError.errno)
-    for kind, kafka_error in (
-        (HiddenTopic, kerr.TopicAuthorizationFailedError),
-        (NotFound, kerr.UnknownTopicOrPartitionError),
-        (MessageTooLarge, kerr.MessageSizeTooLargeError),
-        (OffsetOutOfRange, kerr.OffsetOutOfRangeError),
-        (TopicExists, kerr.TopicAlreadyExistsError),
-        (TopicInUse, kerr.PolicyViolationError),
-        (StorageFull, kerr.KafkaStorageError),
-        (InvalidArgument, kerr.InvalidRequestError),
-    ):
-        if isinstance(exc, kind):
-            return int(kafka_error.errno)
-    return int(kerr.UnknownError.errno)
 
 
 @dataclass
@@ -203,6 +187,7 @@ class KafkaApis:
         transactions: KafkaTransactions,
         coordinator: Coordinator,
         operators: OperatorService,
+        configs: KafkaConfigs,
         *,
         advertised_host: str | None,
         advertised_port: int | None,
@@ -217,6 +202,7 @@ class KafkaApis:
         self._advertised_port = advertised_port
         self._auto_create = auto_create_topics
         self._auth_token = auth_token
+        admin = KafkaAdmin(messaging, operators, configs, node_id=NODE_ID, cluster_id=CLUSTER_ID, address=self._address)
         self.handlers: dict[ApiKey, Callable[[Any, Connection], Awaitable[Any]]] = {
             ApiKey.ApiVersions: self.api_versions,
             ApiKey.Metadata: self.metadata,
@@ -242,7 +228,12 @@ class KafkaApis:
             ApiKey.EndTxn: lambda request, _: transactions.end(request),
             ApiKey.SaslHandshake: self.sasl_handshake,
             ApiKey.SaslAuthenticate: self.sasl_authenticate,
-            ApiKey.DescribeAcls: self.describe_acls,
+            ApiKey.DescribeAcls: admin.describe_acls,
+            ApiKey.DescribeConfigs: admin.describe_configs,
+            ApiKey.DescribeCluster: admin.describe_cluster,
+            ApiKey.OffsetDelete: admin.offset_delete,
+            ApiKey.ListTransactions: lambda request, _: transactions.list_transactions(request),
+            ApiKey.DescribeTransactions: lambda request, _: transactions.describe_transactions(request),
         }
 
     async def api_versions(self, request: Any, _: Connection) -> Any:
@@ -319,9 +310,9 @@ class KafkaApis:
                 raise InvalidArgument(f"partitions must be between 1 and {MAX_QUEUES}, got {topic.num_partitions}")
             if validate_only:
                 self._messaging.topic(topic.name)
-                raise TopicExists(f"topic {topic.name!r} exists")
+                raise TopicExists(f"Topic '{topic.name}' already exists.")
             if not await self._messaging.create_topic(topic.name, queues):
-                raise TopicExists(f"topic {topic.name!r} exists")
+                raise TopicExists(f"Topic '{topic.name}' already exists.")
         except NotFound:
             pass  # validate_only: it could be created
         except HalfmqError as exc:
@@ -457,7 +448,8 @@ class KafkaApis:
         return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
     async def _offset_for(self, topic: str, partition: int, timestamp: int) -> int:
-        """-1: the partition's end; -2: its start; else the first offset stored at or after ``timestamp``."""
+        """-1: the partition's end; -2: its start; else the first offset stored at or after
+        ``timestamp``, -1 if none was (Kafka's answer, from which clients fall back to the end)."""
         queues = await self._messaging.queue_offsets(topic)
         if partition not in queues:
             raise NotFound(f"topic {topic!r} has no partition {partition}")
@@ -466,7 +458,8 @@ class KafkaApis:
             return high
         if timestamp == -2:
             return low
-        return await self._messaging.offset_at(topic, partition, timestamp)
+        found = await self._messaging.first_offset_at(topic, partition, timestamp)
+        return -1 if found is None else found
 
     async def find_coordinator(self, request: Any, connection: Connection) -> Any:
         host, port = self._address(connection)
@@ -579,9 +572,14 @@ class KafkaApis:
         return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=0)
 
     async def describe_groups(self, request: Any, _: Connection) -> Any:
+        """Each group's state and live members. A group only offsets are kept of is Empty; one
+        nothing is known of is Dead, and from v6 GROUP_ID_NOT_FOUND, as Kafka answers."""
+        stored = await self._stored_groups()
         described = []
         for name in request.groups:
             group = self._groups.group(name)
+            state = self._state(name, stored)
+            unknown = state is None and request.API_VERSION >= 6
             members = (
                 []
                 if group is None
@@ -589,19 +587,21 @@ class KafkaApis:
                     DescribeGroupsResponse.DescribedGroup.DescribedGroupMember(
                         member_id=m.member_id,
                         client_id=m.client_id,
-                        client_host=m.client_host,
+                        client_host=f"/{m.client_host}",  # as Kafka shows an address (Java's InetAddress)
                         member_metadata=m.protocols.get(group.protocol, b""),
                         member_assignment=m.assignment,
                     )
                     for m in group.members.values()
                 ]
             )
+            protocol_type = group.protocol_type if group is not None else "consumer" if state else ""
             described.append(
                 DescribeGroupsResponse.DescribedGroup(
-                    error_code=0,
+                    error_code=kerr.GroupIdNotFoundError.errno if unknown else 0,
+                    error_message=f"Group {name} not found." if unknown else None,
                     group_id=name,
-                    group_state="Dead" if group is None else group.state.value,
-                    protocol_type="" if group is None else group.protocol_type,
+                    group_state=state or "Dead",
+                    protocol_type=protocol_type,
                     protocol_data="" if group is None else group.protocol,
                     members=members,
                 )
@@ -609,13 +609,33 @@ class KafkaApis:
         return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
     async def list_groups(self, request: Any, _: Connection) -> Any:
-        names = {group for group, _, _, _ in await self._messaging.committed_offsets()}
+        """Every group with live members or kept offsets, with its state (v4+), only those in the
+        request's states if it names any."""
+        stored = await self._stored_groups()
         live = {g.name: g.protocol_type for g in self._groups.groups()}
-        listed = [
-            ListGroupsResponse.ListedGroup(group_id=name, protocol_type=live.get(name, "consumer"))
-            for name in sorted(names | set(live))
-        ]
+        wanted = set(getattr(request, "states_filter", None) or ())
+        listed = []
+        for name in sorted(stored | set(live)):
+            state = self._state(name, stored) or "Dead"
+            if not wanted or state in wanted:
+                listed.append(
+                    ListGroupsResponse.ListedGroup(
+                        group_id=name, protocol_type=live.get(name, "consumer"), group_state=state
+                    )
+                )
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=listed)
+
+    async def _stored_groups(self) -> set[str]:
+        """The groups whose committed offsets are kept."""
+        return {group for group, _, _, _ in await self._messaging.committed_offsets()}
+
+    def _state(self, name: str, stored: set[str]) -> str | None:
+        """Kafka's name of a group's state: its coordinator's, Empty for a group only offsets
+        are kept of, None for one nothing is known of."""
+        group = self._groups.group(name)
+        if group is not None:
+            return group.state.value
+        return "Empty" if name in stored else None
 
     async def delete_groups(self, request: Any, _: Connection) -> Any:
         """Each group's offsets, deliveries and retry policy forgotten, or its error: NON_EMPTY_GROUP
@@ -623,7 +643,11 @@ class KafkaApis:
         results = []
         for name in request.groups_names:
             try:
-                await self._operators.delete_group(name)
+                try:
+                    await self._operators.delete_group(name)
+                except GroupNotFound:
+                    if self._groups.group(name) is None:  # nor is it an empty group the coordinator knows
+                        raise
                 self._groups.forget(name)
                 code = 0
             except GroupNotEmpty:
@@ -657,15 +681,6 @@ class KafkaApis:
         if request.API_VERSION < 3:
             return 0
         return _code(self._groups.check_generation, request.group_id, request.member_id, request.generation_id)
-
-    async def describe_acls(self, _: Any, __: Connection) -> Any:
-        """As a Kafka broker without an authorizer answers (halfmq has no ACLs): SECURITY_DISABLED."""
-        return DescribeAclsResponse(
-            throttle_time_ms=0,
-            error_code=kerr.SecurityDisabledError.errno,
-            error_message="No Authorizer is configured.",
-            resources=[],
-        )
 
     async def sasl_handshake(self, request: Any, connection: Connection) -> Any:
         code = 0 if request.mechanism == PLAIN else kerr.UnsupportedSaslMechanismError.errno

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafka import errors as kerr
+from kafka.protocol.admin import DescribeTransactionsResponse, ListTransactionsResponse
 from kafka.protocol.producer import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -26,10 +27,13 @@ from kafka.protocol.producer import (
 from broker.errors import HalfmqError, InvalidTxnState, ProducerFenced, TransactionAborted, TransactionalIdNotFound
 from broker.kafka_txn import MAX_TIMEOUT, KafkaTxnService
 from broker.messaging import MAX_BATCH
-from broker.model import Message, OffsetInTxn, TxnState
+from broker.model import Message, OffsetInTxn, TransactionalId, TxnState
 from broker.store import Store
 
 MAX_EPOCH = 32767  # a Kafka producer epoch is an int16
+# Kafka's names of a transactional id's state (its TransactionState) for halfmq's.
+STATE_NAMES = {TxnState.READY: "Empty", TxnState.OPEN: "Ongoing", TxnState.COMMITTED: "CompleteCommit",
+               TxnState.ABORTED: "CompleteAbort"}  # fmt: skip
 
 
 def producer_id_of(transactional_id: str) -> int:
@@ -158,6 +162,70 @@ class KafkaTransactions:
             base = placed[0][1] if base < 0 else base
         return base
 
+    async def list_transactions(self, request: Any) -> Any:
+        """The transactional ids, filtered as Kafka's coordinator filters them: by state name,
+        producer id, and (v1+) a transaction begun more than ``duration_filter`` ms ago."""
+        states = set(request.state_filters)
+        producers = set(request.producer_id_filters)
+        duration = getattr(request, "duration_filter", -1)
+        now_ms = self._txns.now_ms()
+        listed = [
+            ListTransactionsResponse.TransactionState(
+                transactional_id=found.transactional_id,
+                producer_id=producer_id_of(found.transactional_id),
+                transaction_state=STATE_NAMES[found.state],
+            )
+            for found in await self._store.query(self._store.transactional_ids)
+            if (not states or STATE_NAMES[found.state] in states)
+            and (not producers or producer_id_of(found.transactional_id) in producers)
+            and (duration < 0 or now_ms - _started(found) > duration)
+        ]
+        unknown = sorted(states - set(STATE_NAMES.values()))
+        return ListTransactionsResponse(
+            throttle_time_ms=0, error_code=0, unknown_state_filters=unknown, transaction_states=listed
+        )
+
+    async def describe_transactions(self, request: Any) -> Any:
+        """Each transactional id's producer, state and open transaction's partitions;
+        TRANSACTIONAL_ID_NOT_FOUND for an id never initialised."""
+        described = []
+        for transactional_id in request.transactional_ids:
+            found = await self._store.query(self._store.transactional_ids, transactional_id)
+            if not found:
+                described.append(
+                    DescribeTransactionsResponse.TransactionState(
+                        error_code=kerr.TransactionalIdNotFoundError.errno,
+                        transactional_id=transactional_id,
+                        transaction_state="",
+                        transaction_timeout_ms=0,
+                        transaction_start_time_ms=-1,
+                        producer_id=-1,
+                        producer_epoch=-1,
+                        topics=[],
+                    )
+                )
+                continue
+            queues = await self._store.query(self._store.open_txn_queues, transactional_id)
+            topics = [
+                DescribeTransactionsResponse.TransactionState.TopicData(
+                    topic=topic, partitions=[q for t, q in queues if t == topic]
+                )
+                for topic in dict.fromkeys(t for t, _ in queues)
+            ]
+            described.append(
+                DescribeTransactionsResponse.TransactionState(
+                    error_code=0,
+                    transactional_id=transactional_id,
+                    transaction_state=STATE_NAMES[found[0].state],
+                    transaction_timeout_ms=found[0].timeout_ms,
+                    transaction_start_time_ms=_started(found[0]),
+                    producer_id=producer_id_of(transactional_id),
+                    producer_epoch=found[0].epoch,
+                    topics=topics,
+                )
+            )
+        return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=described)
+
     async def pending_offsets(self, group: str) -> set[tuple[str, int]]:
         """The (topic, queue) offsets of ``group`` that wait in an open transaction."""
         return await self._store.query(self._store.pending_txn_offsets, group)
@@ -178,6 +246,12 @@ class KafkaTransactions:
                 raise TransactionalIdNotFound(f"transactional id {transactional_id!r} was never initialised")
             self._numbers[transactional_id] = found[0].txn_number + (found[0].state is not TxnState.OPEN)
         return self._numbers[transactional_id]
+
+
+def _started(found: TransactionalId) -> int:
+    """When the id's open or last transaction began (ms), as Kafka's coordinator keeps it after
+    the transaction ends; -1 when the id has had none."""
+    return -1 if found.began_at is None else found.began_at
 
 
 def _init_failed(code: int) -> Any:

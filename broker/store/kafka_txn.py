@@ -208,6 +208,15 @@ class KafkaTxnStore(LogStore):
         return await self._writer.run(work)
 
     @translated
+    def open_txn_queues(self, transactional_id: str) -> list[tuple[str, int]]:
+        """The (topic, queue) pairs the id's open transaction wrote to, in order; none if it has none open."""
+        rows = self._reader().execute(
+            "SELECT DISTINCT topic, queue_id FROM open_ranges WHERE transactional_id = ? ORDER BY topic, queue_id",
+            (transactional_id,),
+        )
+        return [(str(topic), int(queue_id)) for topic, queue_id in rows]
+
+    @translated
     def pending_txn_offsets(self, group: str) -> set[tuple[str, int]]:
         """The (topic, queue) offsets of ``group`` waiting in open transactions."""
         rows = self._reader().execute(

@@ -47,6 +47,27 @@ class OffsetStore(LogStore):
 
         return await self._writer.run(work)
 
+    async def delete_offsets(self, group: str, topic: str, queue_ids: list[int]) -> bool:
+        """Forget ``group``'s committed offsets and deliveries in ``queue_ids`` of ``topic``, in
+        one write. False, changing nothing, if nothing of the group is stored."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            known = conn.execute(
+                "SELECT 1 FROM consumer_offsets WHERE consumer_group = ? UNION ALL SELECT 1 FROM deliveries"
+                " WHERE consumer_group = ? UNION ALL SELECT 1 FROM consumer_groups WHERE name = ? LIMIT 1",
+                (group, group, group),
+            ).fetchone()
+            if known is None:
+                return False
+            for table in ("consumer_offsets", "deliveries"):
+                conn.executemany(
+                    f"DELETE FROM {table} WHERE consumer_group = ? AND topic = ? AND queue_id = ?",
+                    [(group, topic, queue_id) for queue_id in queue_ids],
+                )
+            return True
+
+        return await self._writer.run(work)
+
     # --- receive / ack (RocketMQ 5 consumers) -----------------------------------------------
 
     async def receive(

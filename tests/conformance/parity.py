@@ -20,6 +20,7 @@ BROKERS = {
     "kafka": f"Apache Kafka {kafka.VERSION}",
     "rocketmq": f"Apache RocketMQ {rocketmq.VERSION}",
     "rocketmq-classic": f"Apache RocketMQ {rocketmq.VERSION}, classic (remoting) clients",
+    "kafka-tools": f"Apache Kafka {kafka.VERSION}, Kafka's command-line tools",
 }
 CLIENT_PACKAGES = {"confluent-kafka": "confluent-kafka", "aiokafka": "aiokafka", "kafka-python": "kafka-python",
                    "python": "rocketmq-python-client"}  # fmt: skip
@@ -34,6 +35,7 @@ def _maven(artifact: str) -> str:
 INSTALLED = {
     "kafkajs": test_conformance_kafka.KAFKAJS.replace("@", " "),
     "kafka-clients": _maven(test_conformance_kafka.KAFKA_JAVA[0]),
+    "kafka-tools": _maven(kafka.TOOLS_ARTIFACTS[0]),
     "nodejs": test_conformance_rocketmq.NODEJS_CLIENT.replace("@", " "),
     "java": _maven(test_conformance_rocketmq.JAVA_CLIENT),
     "rocketmq-client": _maven(test_conformance_rocketmq_classic.JAVA_CLIENT),
