@@ -30,6 +30,7 @@ from broker.metrics import Metrics
 from broker.operators import OperatorService
 from broker.packer import Packer
 from broker.pull_process import PullProcesses
+from broker.remoting.admin import RemotingAdmin
 from broker.remoting.handlers import RemotingBroker
 from broker.remoting.namesrv import NameServer
 from broker.remoting.server import RemotingServer
@@ -209,9 +210,11 @@ class Broker:
         if rocketmq is not None:
             front_ends.append(("rocketmq", rocketmq))
         front_ends.append(("kafka", self._kafka))
+        admin = RemotingAdmin(self.messaging, self.operators, self._remoting_broker, clock=self.clock)
+        remoting = {**self._remoting_broker.handlers(), **admin.handlers()}
         # The broker checks RocketMQ's ACL signature; the name server, as RocketMQ's, answers routes to anyone.
         front_ends += [
-            ("remoting", RemotingServer("remoting", self._remoting_broker.handlers(), self.metrics,
+            ("remoting", RemotingServer("remoting", remoting, self.metrics,
                                         tls=self._tls_context, secret_key=settings.auth_token)),
             ("namesrv", RemotingServer("namesrv", self._names.handlers(), self.metrics, tls=self._tls_context,
                                        secret_key=None)),

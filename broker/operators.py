@@ -16,6 +16,7 @@ from broker.model import (
     Found,
     Message,
     Placement,
+    StoredMessage,
     Trace,
     check_data_topic,
     check_message_id,
@@ -83,6 +84,15 @@ class OperatorService:
         assert topic is not None
         until = to_ms(self._clock()) + 1 if until_ms is None else until_ms
         return await self._store.query(self._store.find_in_time, topic, since_ms or 0, until, limit)
+
+    async def message_at(self, topic: str, queue_id: int, offset: int) -> StoredMessage:
+        """The message stored at ``offset`` of a queue. Raises MessageNotFound (none is there:
+        never, not yet, or no longer), HiddenTopic or TopicNotFound."""
+        self._store.topic(topic)
+        found = await self._store.query(self._store.read, topic, queue_id, offset, 1, 1 << 62)
+        if not found or found[0].queue_offset != offset:
+            raise MessageNotFound(f"no message is stored at offset {offset} of queue {queue_id} of {topic!r}")
+        return found[0]
 
     async def trace(self, message_id: str) -> Trace:
         """Where the message went, and each consumer group's part. Raises InvalidArgument or

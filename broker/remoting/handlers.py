@@ -85,6 +85,10 @@ class RemotingBroker:
         self._check_timeout = check_timeout
         self._sessions: dict[tuple[Connection, str], RemotingSession] = {}
         self._consumers: dict[str, dict[Connection, str]] = {}  # group: the client id on each connection
+        # What the newest heartbeat said of each group (its consumerData), and each member
+        # connection's client language and version: what the admin tools' connection list shows.
+        self._consumer_data: dict[str, dict[str, Any]] = {}
+        self._client_versions: dict[Connection, tuple[str, int]] = {}
         # (group, topic): the filter its members' heartbeats subscribe with, or why it does not parse
         self._subscriptions: dict[tuple[str, str], Filter | errors.InvalidFilter] = {}
         self._notices: set[asyncio.Task[None]] = set()  # being written, held until they are
@@ -254,7 +258,8 @@ class RemotingBroker:
             data = json.loads(request.body)
             client_id = str(data.get("clientID", ""))
             producers = [str(p["groupName"]) for p in data.get("producerDataSet") or []]
-            consumers = [str(c["groupName"]) for c in data.get("consumerDataSet") or []]
+            consumer_data = {str(c["groupName"]): dict(c) for c in data.get("consumerDataSet") or []}
+            consumers = list(consumer_data)
             subscriptions = {
                 (str(c["groupName"]), str(s["topic"])): _compiled(s)
                 for c in data.get("consumerDataSet") or []
@@ -263,6 +268,9 @@ class RemotingBroker:
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             return request.answer(Response.SYSTEM_ERROR, f"a heartbeat that does not parse: {exc}")
         self._subscriptions.update(subscriptions)
+        self._consumer_data.update(consumer_data)
+        if consumers:
+            self._client_versions[connection] = (request.language, request.version)
         for group in producers:
             if (connection, group) not in self._sessions:
                 self._open_session(group, client_id, connection)
@@ -287,14 +295,38 @@ class RemotingBroker:
             for connection, client_id in members.items():
                 yield Client("remoting", group, CONSUMER, client_id, connection.peer)
 
+    def connections(self, group: str) -> dict[str, Any] | None:
+        """The group's live consumers as RocketMQ's ConsumerConnection (GET_CONSUMER_CONNECTION_LIST):
+        each member's client id, address, language and version, and what its heartbeats said of
+        the group; None while it has none."""
+        members = self._consumers.get(group)
+        if not members:
+            return None
+        data = self._consumer_data.get(group, {})
+        connections = []
+        for connection, client_id in members.items():
+            language, version = self._client_versions.get(connection, ("JAVA", 0))
+            connections.append({"clientAddr": connection.peer, "clientId": client_id, "language": language,
+                                "version": version})  # fmt: skip
+        return {
+            "connectionSet": connections,
+            "consumeFromWhere": data.get("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
+            "consumeType": data.get("consumeType", "CONSUME_PASSIVELY"),
+            "messageModel": data.get("messageModel", "CLUSTERING"),
+            "subscriptionTable": {str(s.get("topic")): s for s in data.get("subscriptionDataSet") or []},
+        }
+
     def _leave(self, group: str, connection: Connection) -> None:
         members = self._consumers.get(group, {})
         if members.pop(connection, None) is None:
             return
+        if not any(connection in m for m in self._consumers.values()):
+            self._client_versions.pop(connection, None)
         if members:
             self._notify(group)
         else:
             self._consumers.pop(group, None)
+            self._consumer_data.pop(group, None)
             for key in [key for key in self._subscriptions if key[0] == group]:
                 del self._subscriptions[key]
 
@@ -383,19 +415,11 @@ class RemotingBroker:
         ranges: dict[str, Any] = {"suggestWhichBrokerId": 0, "nextBeginOffset": pulled.next_offset,
                                   "minOffset": pulled.min_offset, "maxOffset": pulled.max_offset}  # fmt: skip
         if kept:
-            body = b"".join(self._encode(m, connection) for m in kept)
+            body = b"".join(stored_bytes(m, connection.local) for m in kept)
             return request.answer(Response.SUCCESS, "FOUND", body, **ranges)
         if pulled.messages:
             return request.answer(Response.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE", **ranges)
         return request.answer(Response.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", **ranges)
-
-    def _encode(self, message: StoredMessage, connection: Connection) -> bytes:
-        """A pulled message as RocketMQ's store holds it; a copy sent back carries how many
-        times it was consumed again in its own field, and its first message id."""
-        properties = {**message.properties, **added_by_broker(message), **messages.system_properties(message)}
-        reconsumed = int(properties.pop(DELIVERY_ATTEMPTS, "0"))
-        properties[messages.UNIQ_KEY] = origin_of(message)[1]
-        return messages.encode(message, store_host=connection.local, properties=properties, reconsume_times=reconsumed)
 
     async def send_back(self, request: Command, connection: Connection) -> Command:
         """Retry a message the consumer failed later, or dead-letter it, as RocketMQ's broker does
@@ -502,6 +526,15 @@ class RemotingBroker:
         if not members:
             return request.answer(Response.SYSTEM_ERROR, f"no consumer of group {request.fields.get('consumerGroup')}")
         return request.answer(Response.SUCCESS, body=json.dumps({"consumerIdList": members}).encode())
+
+
+def stored_bytes(message: StoredMessage, store_host: tuple[str, int]) -> bytes:
+    """A message as RocketMQ's store holds it (what a pull or a query answers); a copy sent back
+    carries how many times it was consumed again in its own field, and its first message id."""
+    properties = {**message.properties, **added_by_broker(message), **messages.system_properties(message)}
+    reconsumed = int(properties.pop(DELIVERY_ATTEMPTS, "0"))
+    properties[messages.UNIQ_KEY] = origin_of(message)[1]
+    return messages.encode(message, store_host=store_host, properties=properties, reconsume_times=reconsumed)
 
 
 def _queues_of(body: bytes) -> tuple[str, str, list[Queue]]:

@@ -44,6 +44,8 @@ class NameServer:
             Request.GET_BROKER_CLUSTER_INFO: self.cluster,
             Request.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.topic_list,
             Request.GET_KV_CONFIG: self.kv_config,
+            Request.DELETE_KV_CONFIG: self.done,
+            Request.DELETE_TOPIC_IN_NAMESRV: self.done,
         }
 
     def broker_address(self, connection: Connection) -> str:
@@ -86,6 +88,11 @@ class NameServer:
         """halfmq keeps no name server settings (RocketMQ's clients and tools ask for ORDER_TOPIC_CONFIG)."""
         namespace, key = request.fields.get("namespace"), request.fields.get("key")
         return request.answer(Response.QUERY_NOT_FOUND, f"No config item, Namespace: {namespace} Key: {key}")
+
+    async def done(self, request: Command, connection: Connection) -> Command:
+        """A change halfmq's name server has nothing to do for: it keeps no settings, and routes
+        to the broker's topics (a topic deleted at the broker has no route any more)."""
+        return request.answer(Response.SUCCESS)
 
     def _broker_data(self, connection: Connection) -> dict[str, object]:
         return {"brokerAddrs": {"0": self.broker_address(connection)}, "brokerName": BROKER_NAME, "cluster": CLUSTER}
