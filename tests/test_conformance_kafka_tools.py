@@ -152,6 +152,20 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = {
         groups("describe-after-reset", "--describe", "--group", "P-g"),
         reset("reset-latest", "--to-latest", "--execute"),
         reset("reset-offset", "--to-offset", "1", "--execute"),
+        step(
+            "consume-after-reset",
+            "kafka-console-consumer",
+            *BOOTSTRAP,
+            "--topic",
+            "P-t",
+            "--group",
+            "P-g",
+            "--max-messages",
+            "2",
+            "--timeout-ms",
+            "30000",
+            *SHOW,
+        ),
         reset("reset-datetime-past", "--to-datetime", "2000-01-01T00:00:00.000", "--execute"),
         reset("reset-datetime-future", "--to-datetime", "2999-01-01T00:00:00.000", "--execute"),
         groups("delete-offsets", "--delete-offsets", "--group", "P-g", "--topic", "P-t"),
@@ -172,7 +186,7 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = {
     ],
 }
 # Steps whose lines come in an order the broker does not promise (records of several partitions).
-UNORDERED = {"consume", "list", "list-empty"}
+UNORDERED = {"consume", "consume-after-reset", "list", "list-empty"}
 
 # What varies whatever the broker, each with its mask: ids the clients or brokers draw, the
 # broker's address and node id (in the tools' columns that show it), times.

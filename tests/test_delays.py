@@ -169,14 +169,15 @@ def test_delayed_messages_survive_sigkill_before_and_after_their_due_time_and_ar
     broker = started_broker(tmp_path)
     try:
         now = int(time.time() * 1000)
+        due = {b"d%02d" % n: now + 6000 + 300 * n for n in range(20)}
         with Producer(broker=broker.address) as producer:
-            for n in range(20):  # due while the broker runs, while it is down, and after its restart
-                producer.send(Message(topic="orders", body=b"d%02d" % n, message_id=f"d-{n}",
-                                      deliver_at=now + 6000 + 300 * n))  # fmt: skip
-        broker.kill()  # before any is due
+            for body, at in due.items():  # due while the broker runs, while it is down, and after its restart
+                producer.send(Message(topic="orders", body=body, message_id=body.decode(), deliver_at=at))
+        broker.kill()  # before any is due (on a machine not too busy to send 20 messages in 6 s)
         time.sleep(1)
         broker.start()
-        assert bodies(broker.address) == [], "none due yet"
+        seen = bodies(broker.address)
+        assert all(due[body] <= time.time() * 1000 for body in seen), f"none is delivered before its time: {seen}"
         wait_until(lambda: len(bodies(broker.address)) >= 3, timeout=10)
         broker.kill()  # while they come due
         time.sleep(2)  # some come due while it is down
