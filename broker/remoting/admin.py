@@ -152,8 +152,8 @@ class RemotingAdmin:
 
     async def consume_stats(self, request: Command, _: Connection) -> Command:
         """The group's progress in each queue of the topic named, else of every topic it has
-        offsets in: the queue's end, the group's committed offset, and when the last message it
-        consumed was stored."""
+        offsets in: the queue's end, the group's committed offset, how far its pulls reached,
+        and when the last message it consumed was stored."""
         group, named = request.fields.get("consumerGroup", ""), request.fields.get("topic")
         committed = [(t, q, o) for g, t, q, o in await self._messaging.committed_offsets() if g == group]
         topics = [named] if named else sorted({t for t, _, _ in committed})
@@ -166,9 +166,10 @@ class RemotingAdmin:
             offsets = {q: o for t, q, o in committed if t == topic}
             for queue_id, (_low, high) in sorted(ranges.items()):
                 consumed = offsets.get(queue_id, 0)
+                pulled = max(consumed, self._broker.pull_offset(group, topic, queue_id) or 0)
                 last = await self._stored_at(topic, queue_id, consumed - 1) if consumed > 0 else 0
                 table[(topic, queue_id)] = {"brokerOffset": high, "consumerOffset": consumed,
-                                            "lastTimestamp": last, "pullOffset": consumed}  # fmt: skip
+                                            "lastTimestamp": last, "pullOffset": pulled}  # fmt: skip
         if not table:
             return request.answer(Response.SYSTEM_ERROR, f"the consumer group[{group}] has no offsets")
         body = "{" + f'"consumeTps":0.0,"offsetTable":{_by_queues(table)}' + "}"

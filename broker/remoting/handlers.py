@@ -89,6 +89,10 @@ class RemotingBroker:
         # connection's client language and version: what the admin tools' connection list shows.
         self._consumer_data: dict[str, dict[str, Any]] = {}
         self._client_versions: dict[Connection, tuple[str, int]] = {}
+        # (group, topic, queue): the next offset its last pull reached, as RocketMQ's broker keeps
+        # it (its pull offset; the admin tools show what lies between it and the committed offset
+        # as in flight). In memory, as there.
+        self._pulled: dict[tuple[str, str, int], int] = {}
         # (group, topic): the filter its members' heartbeats subscribe with, or why it does not parse
         self._subscriptions: dict[tuple[str, str], Filter | errors.InvalidFilter] = {}
         self._notices: set[asyncio.Task[None]] = set()  # being written, held until they are
@@ -295,6 +299,10 @@ class RemotingBroker:
             for connection, client_id in members.items():
                 yield Client("remoting", group, CONSUMER, client_id, connection.peer)
 
+    def pull_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The next offset the group's last pull of the queue reached, None if none pulled it."""
+        return self._pulled.get((group, topic, queue_id))
+
     def connections(self, group: str) -> dict[str, Any] | None:
         """The group's live consumers as RocketMQ's ConsumerConnection (GET_CONSUMER_CONNECTION_LIST):
         each member's client id, address, language and version, and what its heartbeats said of
@@ -411,6 +419,7 @@ class RemotingBroker:
                 pulled = await self._messaging.pull(topic, queue_id, offset, most)
         except errors.HalfmqError as exc:
             return request.answer(code_of(exc), str(exc))
+        self._pulled[(group, topic, queue_id)] = pulled.next_offset
         kept = [m for m in pulled.messages if wanted.admits(m.tags, m.properties)]
         ranges: dict[str, Any] = {"suggestWhichBrokerId": 0, "nextBeginOffset": pulled.next_offset,
                                   "minOffset": pulled.min_offset, "maxOffset": pulled.max_offset}  # fmt: skip

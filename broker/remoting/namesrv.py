@@ -25,6 +25,9 @@ AUTO_CREATE_TOPIC = "TBW102"
 AUTO_CREATE_QUEUES = 8  # RocketMQ's defaultTopicQueueNums: the clients take 4 of them
 PERM_READ_WRITE = 6
 PERM_INHERIT_READ_WRITE = 7
+# What RocketMQ's name server adds to a missing route's remark (FAQUrl.suggestTodo), so that its
+# clients print it instead of their own pointer.
+FAQ_TOPIC = "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 STANDARD_JSON_VERSION = 401  # MQVersion.Version.V4_9_4's ordinal: clients from it on read standard JSON
 
 
@@ -60,7 +63,8 @@ class NameServer:
                 queues, perm = self._messaging.topic(topic).queues, PERM_READ_WRITE
             except (errors.TopicNotFound, errors.HiddenTopic, errors.InvalidArgument):
                 return request.answer(
-                    Response.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
+                    Response.TOPIC_NOT_EXIST,
+                    f"No topic route info in name server for the topic: {topic}\n{FAQ_TOPIC}",
                 )
         body = {
             "brokerDatas": [self._broker_data(connection)],

@@ -13,7 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from halfmq_peers import kafka, rocketmq
-from tests import test_conformance_kafka, test_conformance_rocketmq, test_conformance_rocketmq_classic
+from tests import (
+    test_conformance_kafka,
+    test_conformance_mqadmin,
+    test_conformance_rocketmq,
+    test_conformance_rocketmq_classic,
+)
 from tests.conformance.judge import departures
 
 BROKERS = {
@@ -21,6 +26,7 @@ BROKERS = {
     "rocketmq": f"Apache RocketMQ {rocketmq.VERSION}",
     "rocketmq-classic": f"Apache RocketMQ {rocketmq.VERSION}, classic (remoting) clients",
     "kafka-tools": f"Apache Kafka {kafka.VERSION}, Kafka's command-line tools",
+    "rocketmq-tools": f"Apache RocketMQ {rocketmq.VERSION}, RocketMQ's mqadmin",
 }
 CLIENT_PACKAGES = {"confluent-kafka": "confluent-kafka", "aiokafka": "aiokafka", "kafka-python": "kafka-python",
                    "python": "rocketmq-python-client"}  # fmt: skip
@@ -36,6 +42,7 @@ INSTALLED = {
     "kafkajs": test_conformance_kafka.KAFKAJS.replace("@", " "),
     "kafka-clients": _maven(test_conformance_kafka.KAFKA_JAVA[0]),
     "kafka-tools": _maven(kafka.TOOLS_ARTIFACTS[0]),
+    "mqadmin": _maven(test_conformance_mqadmin.TOOLS_ARTIFACTS[0]),
     "nodejs": test_conformance_rocketmq.NODEJS_CLIENT.replace("@", " "),
     "java": _maven(test_conformance_rocketmq.JAVA_CLIENT),
     "rocketmq-client": _maven(test_conformance_rocketmq_classic.JAVA_CLIENT),
