@@ -1,5 +1,5 @@
 """Throughput and p99 latency against concurrency, in one run: halfmq transactions (one shared
-AsyncTransactionProducer, ``shared-async`` of bench/txn.py), a bare gRPC echo (the floor of any
+AsyncRocketMQTransactionProducer, ``shared-async`` of bench/txn.py), a bare gRPC echo (the floor of any
 gRPC call here; a transaction makes two), and RabbitMQ's AMQP transactions (one message each,
 durable queue, one connection per concurrent producer). Prints the table and draws the chart.
 

@@ -6,7 +6,7 @@ flush, 1 KB distinct bodies), in alternating rounds:
 - consume: a confluent-kafka Consumer reading them all back (assigned every partition, from
   offset 0), beside ``PullConsumer.pull_table`` over every queue;
 - transactions of ten messages: confluent-kafka's transactional producer (begin, ten produces,
-  commit) beside the native ``TransactionalProducer``, one after another.
+  commit) beside the native ``KafkaTransactionProducer``, one after another.
 
     .venv/bin/python -m bench.kafka --messages 200000 --transactions 500 --rounds 2
 
@@ -31,7 +31,7 @@ from confluent_kafka import Producer as KafkaProducer
 from bench.produce import bodies_table, distinct_bodies
 from bench.txn import start_broker
 from halfmq_testing import free_port
-from producer_sdk import Message, Producer, PullConsumer, TransactionalProducer
+from producer_sdk import KafkaTransactionProducer, Message, Producer, PullConsumer
 
 PARTITIONS = 4
 TXN_SIZE = 10
@@ -99,7 +99,7 @@ def kafka_transactions(bootstrap: str, topic: str, count: int, body: bytes, size
 
 
 def native_transactions(address: str, topic: str, count: int, body: bytes) -> float:
-    with TransactionalProducer(transactional_id=f"bench-{time.time_ns()}", broker=address) as producer:
+    with KafkaTransactionProducer(transactional_id=f"bench-{time.time_ns()}", broker=address) as producer:
         began = time.perf_counter()
         for _ in range(count):
             producer.begin_transaction()

@@ -1,4 +1,4 @@
-"""Transaction throughput, as RocketMQ's TransactionProducer benchmark reports it, beside a bare gRPC echo.
+"""Transaction throughput, as RocketMQ's RocketMQTransactionProducer benchmark reports it, beside a bare gRPC echo.
 
     .venv/bin/python -m bench.txn --producers 64 --seconds 15 --body 1024 --flush sync
     .venv/bin/python -m bench.txn --shapes shared-async --retention 0,2 --rounds 4 --no-rabbitmq
@@ -9,8 +9,8 @@ Runs each client shape against one broker process, one after the other (one brok
 ``--retention`` and ``--segments`` value, and per source tree with ``--baseline``, ``--rounds``
 times, alternating):
 - ``single``: one producer, one transaction in flight (the latency floor);
-- ``shared-async`` (a): one AsyncTransactionProducer shared by ``--producers`` asyncio tasks;
-- ``shared-threads`` (b): one blocking TransactionProducer shared by ``--producers`` threads;
+- ``shared-async`` (a): one AsyncRocketMQTransactionProducer shared by ``--producers`` asyncio tasks;
+- ``shared-threads`` (b): one blocking RocketMQTransactionProducer shared by ``--producers`` threads;
 - ``processes`` (c): 8 client processes, each one producer with ``--producers``/8 tasks;
 - ``producers``: ``--producers`` AsyncTransactionProducers, one transaction in flight each;
 - ``kafka-1``, ``kafka-10``, ``kafka-100``: Kafka-model transactions of 1, 10 or 100 messages,
@@ -45,12 +45,12 @@ import grpc
 from bench import _rabbitmq
 from halfmq_testing import free_port
 from producer_sdk import (
-    AsyncTransactionalProducer,
-    AsyncTransactionProducer,
+    AsyncKafkaTransactionProducer,
+    AsyncRocketMQTransactionProducer,
     LocalTransactionState,
     Message,
+    RocketMQTransactionProducer,
     TransactionListener,
-    TransactionProducer,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,7 +152,7 @@ async def run_async(
     stop_at = time.perf_counter() + seconds
 
     async def one_producer() -> None:
-        async with AsyncTransactionProducer(group="bench", broker=address, listener=listener) as producer:
+        async with AsyncRocketMQTransactionProducer(group="bench", broker=address, listener=listener) as producer:
             await asyncio.gather(*(transact(producer, listener, body, stop_at, latencies) for _ in range(tasks)))
 
     await asyncio.gather(*(one_producer() for _ in range(producers)))
@@ -167,7 +167,7 @@ async def run_kafka(address: str, producers: int, size: int, seconds: float, bod
 
     async def one_producer(n: int) -> None:
         transactional_id = f"bench-{os.getpid()}-{n}"
-        async with AsyncTransactionalProducer(transactional_id=transactional_id, broker=address) as producer:
+        async with AsyncKafkaTransactionProducer(transactional_id=transactional_id, broker=address) as producer:
             while (began := time.perf_counter()) < stop_at:
                 async with producer.transaction():
                     await asyncio.gather(*(producer.send(Message(topic="bench", body=body)) for _ in range(size)))
@@ -178,10 +178,10 @@ async def run_kafka(address: str, producers: int, size: int, seconds: float, bod
 
 
 def run_threads(address: str, threads: int, seconds: float, body: bytes, listener: Listener) -> list[float]:
-    """One blocking TransactionProducer shared by ``threads`` threads; returns latencies."""
+    """One blocking RocketMQTransactionProducer shared by ``threads`` threads; returns latencies."""
     latencies: list[float] = []
     stop_at = time.perf_counter() + seconds
-    with TransactionProducer(group="bench", broker=address, listener=SyncListener(listener)) as producer:
+    with RocketMQTransactionProducer(group="bench", broker=address, listener=SyncListener(listener)) as producer:
 
         def loop() -> None:
             while time.perf_counter() < stop_at:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from halfmq_testing import free_port
-from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionListener, TransactionProducer
+from producer_sdk import LocalTransactionState, Message, PullConsumer, RocketMQTransactionProducer, TransactionListener
 
 
 class Orders(TransactionListener):
@@ -62,7 +62,9 @@ def main() -> None:
             ("o-5", "carol", 99, {}),
             ("o-6", "bob", 5, {}),
         ]
-        with TransactionProducer(group="orders-svc", broker=address, listener=Orders(work / "orders.db")) as producer:
+        with RocketMQTransactionProducer(
+            group="orders-svc", broker=address, listener=Orders(work / "orders.db")
+        ) as producer:
             for key, customer, amount, extra in orders:
                 body = json.dumps({"order": key, "customer": customer, "amount": amount}).encode()
                 msg = Message(topic="orders", body=body, keys=[key])

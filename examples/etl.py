@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from producer_sdk import Message, PullConsumer, ReceivedMessage, TransactionalProducer
+from producer_sdk import KafkaTransactionProducer, Message, PullConsumer, ReceivedMessage
 
 
 def payment(order: ReceivedMessage) -> Message:
@@ -29,7 +29,7 @@ def run(broker: str, *, transactional_id: str = "orders-etl-1", group: str = "et
     """Move every order not yet moved; return how many were moved now."""
     moved = 0
     with (
-        TransactionalProducer(transactional_id=transactional_id, broker=broker) as producer,
+        KafkaTransactionProducer(transactional_id=transactional_id, broker=broker) as producer,
         PullConsumer(group=group, broker=broker) as consumer,
     ):
         committed = consumer.committed_offsets("orders")

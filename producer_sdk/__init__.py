@@ -1,5 +1,9 @@
 """halfmq producer SDK: transactional and plain producers and a pull consumer for the halfmq broker."""
 
+import warnings
+from typing import Any
+
+from producer_sdk import transaction_producer
 from producer_sdk.consumer import PullConsumer
 from producer_sdk.errors import (
     BrokerError,
@@ -10,6 +14,7 @@ from producer_sdk.errors import (
     InvalidArgument,
     InvalidDeliveryTime,
     InvalidTxnState,
+    KafkaTransactionalIdNotFound,
     MessageIdInUse,
     MessageTooLarge,
     MessageTypeMismatch,
@@ -19,12 +24,11 @@ from producer_sdk.errors import (
     ProducerGroupMismatch,
     RangeNotOpen,
     ResolutionConflict,
+    RocketMQTransactionNotFound,
     StorageFull,
     TopicExists,
     TopicNotFound,
     TransactionAborted,
-    TransactionalIdNotFound,
-    TransactionNotFound,
     Unauthenticated,
 )
 from producer_sdk.listener import TransactionListener
@@ -34,17 +38,16 @@ from producer_sdk.message import (
     PullResult,
     ReceivedMessage,
     SendReceipt,
-    SendResult,
     TransactionSendResult,
     TransactionState,
 )
 from producer_sdk.producer import Producer
-from producer_sdk.transaction_producer import AsyncTransactionProducer, TransactionProducer
-from producer_sdk.transactional import AsyncTransactionalProducer, TransactionalProducer
+from producer_sdk.transaction_producer import AsyncRocketMQTransactionProducer, RocketMQTransactionProducer
+from producer_sdk.transactional import AsyncKafkaTransactionProducer, KafkaTransactionProducer
 
 __all__ = [
-    "AsyncTransactionProducer",
-    "AsyncTransactionalProducer",
+    "AsyncKafkaTransactionProducer",
+    "AsyncRocketMQTransactionProducer",
     "BrokerError",
     "BrokerUnavailable",
     "DelayedMessageNotFound",
@@ -53,6 +56,8 @@ __all__ = [
     "InvalidArgument",
     "InvalidDeliveryTime",
     "InvalidTxnState",
+    "KafkaTransactionProducer",
+    "KafkaTransactionalIdNotFound",
     "LocalTransactionState",
     "Message",
     "MessageIdInUse",
@@ -68,18 +73,35 @@ __all__ = [
     "RangeNotOpen",
     "ReceivedMessage",
     "ResolutionConflict",
+    "RocketMQTransactionNotFound",
+    "RocketMQTransactionProducer",
     "SendReceipt",
-    "SendResult",
     "StorageFull",
     "TopicExists",
     "TopicNotFound",
     "TransactionAborted",
     "TransactionListener",
-    "TransactionNotFound",
-    "TransactionProducer",
     "TransactionSendResult",
     "TransactionState",
-    "TransactionalIdNotFound",
-    "TransactionalProducer",
     "Unauthenticated",
 ]
+
+# The names of the release before, each the same class as its new name (TransactionProducer: one
+# that connects in start(), as it did); each warns when used, and goes in the next release.
+_DEPRECATED = {
+    "AsyncTransactionProducer": "AsyncRocketMQTransactionProducer",
+    "AsyncTransactionalProducer": "AsyncKafkaTransactionProducer",
+    "TransactionalProducer": "KafkaTransactionProducer",
+    "TransactionNotFound": "RocketMQTransactionNotFound",
+    "TransactionalIdNotFound": "KafkaTransactionalIdNotFound",
+    "SendResult": "TransactionSendResult",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TransactionProducer":
+        return transaction_producer.TransactionProducer  # warns when made
+    if name in _DEPRECATED:
+        warnings.warn(f"{name} is deprecated: use {_DEPRECATED[name]}", DeprecationWarning, stacklevel=2)
+        return globals()[_DEPRECATED[name]]
+    raise AttributeError(f"module 'producer_sdk' has no attribute {name!r}")

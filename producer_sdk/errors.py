@@ -12,9 +12,9 @@ Every failure is a ``HalfmqError``; the broker's typed errors arrive as the matc
     ├── NotFound
     │   ├── TopicNotFound
     │   ├── DelayedMessageNotFound  a recall of no waiting delayed message
-    │   ├── TransactionNotFound
+    │   ├── RocketMQTransactionNotFound
     │   ├── RangeNotOpen         a batch's range was rolled back (timed out) or never prepared
-    │   └── TransactionalIdNotFound  no record of the transactional id
+    │   └── KafkaTransactionalIdNotFound  no record of the transactional id
     ├── HiddenTopic              a system topic was named
     ├── TopicExists              the topic exists with another queue count or message type
     ├── MessageTypeMismatch      the topic accepts another message type (normal, delayed, ...)
@@ -86,7 +86,7 @@ class DelayedMessageNotFound(NotFound):
     """Raised when a recall names no delayed message still waiting (delivered, recalled, or never sent)."""
 
 
-class TransactionNotFound(NotFound):
+class RocketMQTransactionNotFound(NotFound):
     """Raised when the broker has no half message with the transaction id."""
 
 
@@ -95,7 +95,7 @@ class RangeNotOpen(NotFound):
     after the batch timeout or by a later end of the group, or never prepared in that batch."""
 
 
-class TransactionalIdNotFound(NotFound):
+class KafkaTransactionalIdNotFound(NotFound):
     """Raised when the broker has no record of the transactional id (its store was replaced)."""
 
 
@@ -161,7 +161,7 @@ _BY_CODE: dict[str, type[HalfmqError]] = {
     "MESSAGE_TYPE_MISMATCH": MessageTypeMismatch,
     "NOT_FOUND": NotFound,
     "TOPIC_NOT_FOUND": TopicNotFound,
-    "TRANSACTION_NOT_FOUND": TransactionNotFound,
+    "TRANSACTION_NOT_FOUND": RocketMQTransactionNotFound,
     "RANGE_NOT_OPEN": RangeNotOpen,
     "HIDDEN_TOPIC": HiddenTopic,
     "TOPIC_EXISTS": TopicExists,
@@ -171,7 +171,7 @@ _BY_CODE: dict[str, type[HalfmqError]] = {
     "MESSAGE_ID_IN_USE": MessageIdInUse,
     "STORAGE_FULL": StorageFull,
     "OFFSET_OUT_OF_RANGE": OffsetOutOfRange,
-    "TRANSACTIONAL_ID_NOT_FOUND": TransactionalIdNotFound,
+    "TRANSACTIONAL_ID_NOT_FOUND": KafkaTransactionalIdNotFound,
     "PRODUCER_FENCED": ProducerFenced,
     "INVALID_TXN_STATE": InvalidTxnState,
     "TRANSACTION_ABORTED": TransactionAborted,

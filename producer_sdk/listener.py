@@ -17,7 +17,7 @@ class TransactionListener(ABC):
 
     ``check_local_transaction`` may be called on any live producer of the group, after a crash
     of the one that sent the message: it must consult durable local state, not memory.
-    With ``AsyncTransactionProducer`` both methods may be ``async def``. An exception in
+    With ``AsyncRocketMQTransactionProducer`` both methods may be ``async def``. An exception in
     either counts as UNKNOWN.
     """
 

@@ -78,7 +78,7 @@ class TransactionState(Enum):
 
 @dataclass(frozen=True)
 class TransactionSendResult:
-    """Result of ``send_message_in_transaction`` (RocketMQ's name; ``SendResult`` is an alias).
+    """Result of ``send_message_in_transaction`` (RocketMQ's name).
 
     ``state`` is what the broker recorded when it answered the end of the transaction
     (PENDING after UNKNOWN: the broker will check back), or None when the end could not be
@@ -89,9 +89,6 @@ class TransactionSendResult:
     transaction_id: str
     local_state: LocalTransactionState
     state: TransactionState | None
-
-
-SendResult = TransactionSendResult
 
 
 @dataclass(frozen=True)

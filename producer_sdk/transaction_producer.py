@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import logging
 import uuid
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
@@ -22,7 +23,7 @@ from producer_sdk.message import LocalTransactionState, Message, TransactionSend
 log = logging.getLogger(__name__)
 
 
-class AsyncTransactionProducer:
+class AsyncRocketMQTransactionProducer:
     """Asyncio transactional producer; use as ``async with``.
 
     Listener methods may be ``async def`` (awaited) or plain (run in a pool of
@@ -96,7 +97,7 @@ class AsyncTransactionProducer:
             await self._client.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
-    async def __aenter__(self) -> AsyncTransactionProducer:
+    async def __aenter__(self) -> AsyncRocketMQTransactionProducer:
         await self.start()
         return self
 
@@ -161,12 +162,16 @@ class AsyncTransactionProducer:
         return self._client
 
 
-class TransactionProducer(Closing):
-    """Blocking transactional producer; use as ``with``.
+class RocketMQTransactionProducer(Closing):
+    """Blocking producer of RocketMQ-model transactions (half messages, checked back); connects
+    in its constructor, like every blocking producer; use as ``with``.
 
     ``execute_local_transaction`` runs in the calling thread; checks run in a pool of
-    ``check_threads`` threads. Safe to share between threads.
+    ``check_threads`` threads. Safe to share between threads. The constructor raises
+    BrokerUnavailable if no session opens within ``timeout``.
     """
+
+    _connects_at_once = True  # False only for the deprecated TransactionProducer, which waits for start()
 
     def __init__(
         self,
@@ -182,7 +187,7 @@ class TransactionProducer(Closing):
         tls_ca: TlsCa = None,
     ) -> None:
         self._loop = sdk_loop()
-        self._producer = AsyncTransactionProducer(
+        self._producer = AsyncRocketMQTransactionProducer(
             group=group,
             broker=broker,
             listener=listener,
@@ -194,25 +199,42 @@ class TransactionProducer(Closing):
             tls_ca=tls_ca,
         )
         self.listener = listener
+        if self._connects_at_once:
+            self._loop.run(self._producer.start())
 
     @property
     def checks_received(self) -> int:
         return self._producer.checks_received
 
-    def start(self) -> None:
-        self._loop.run(self._producer.start())
-
     def close(self) -> None:
         self._loop.run(self._producer.close())
 
-    def __enter__(self) -> TransactionProducer:
-        self.start()
-        return self
-
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
-        """As AsyncTransactionProducer.send_message_in_transaction, with the local transaction in this thread."""
+        """As the async producer's send_message_in_transaction, with the local transaction in this thread."""
         transaction_id = self._loop.run(self._producer._prepare(msg))
         local_state = call_listener(self.listener.execute_local_transaction, msg, arg)
         return self._loop.run(self._producer._end(msg, transaction_id, local_state))
 
     sendMessageInTransaction = send_message_in_transaction
+
+
+class TransactionProducer(RocketMQTransactionProducer):
+    """Deprecated: RocketMQTransactionProducer, which connects in its constructor. This one
+    connects in ``start()`` or at ``with``, as it did; it goes in the next release."""
+
+    _connects_at_once = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        warnings.warn(
+            "TransactionProducer is deprecated: use RocketMQTransactionProducer, which connects in its constructor",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(**kwargs)
+
+    def start(self) -> None:
+        self._loop.run(self._producer.start())
+
+    def __enter__(self) -> TransactionProducer:
+        self.start()
+        return self

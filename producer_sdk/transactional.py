@@ -21,7 +21,7 @@ from producer_sdk.message import Message, SendReceipt
 Offsets = Mapping[tuple[str, int], int]  # (topic, queue id) -> the group's next offset of the queue
 
 
-class AsyncTransactionalProducer:
+class AsyncKafkaTransactionProducer:
     """Asyncio Kafka-model transactional producer; use as ``async with``.
 
     ``begin_transaction``, then any number of ``send`` and ``send_offsets_to_transaction``, then
@@ -189,8 +189,8 @@ class AsyncTransactionalProducer:
             raise InvalidTxnState(f"{call} needs an open transaction: call begin_transaction first")
 
 
-class TransactionalProducer(Closing):
-    """Blocking twin of AsyncTransactionalProducer; use as ``with``, or ``with p.transaction():``."""
+class KafkaTransactionProducer(Closing):
+    """Blocking twin of AsyncKafkaTransactionProducer; use as ``with``, or ``with p.transaction():``."""
 
     def __init__(
         self,
@@ -204,7 +204,7 @@ class TransactionalProducer(Closing):
     ) -> None:
         """Starts the producer: the transactional id is taken (and its previous holder fenced) here."""
         self._loop = sdk_loop()
-        self._producer = AsyncTransactionalProducer(
+        self._producer = AsyncKafkaTransactionProducer(
             transactional_id=transactional_id,
             broker=broker,
             transaction_timeout=transaction_timeout,

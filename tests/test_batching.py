@@ -10,7 +10,7 @@ import pytest
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk import AsyncTransactionProducer, LocalTransactionState, Message, Producer, TopicNotFound
+from producer_sdk import AsyncRocketMQTransactionProducer, LocalTransactionState, Message, Producer, TopicNotFound
 from producer_sdk._batcher import Batcher
 from producer_sdk.errors import HalfmqError, InvalidArgument
 from tests.support import ScriptedListener, half_log, op_log, store_snapshot, topic_rows
@@ -143,7 +143,7 @@ def test_concurrent_transactions_of_one_producer_each_get_their_own_outcome(brok
     listener = ScriptedListener()
 
     async def scenario():
-        async with AsyncTransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
+        async with AsyncRocketMQTransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
             messages = [Message(topic="orders" if i % 5 else "nope", body=b"%d" % i, keys=[f"k{i}"]) for i in range(50)]
             for i in range(0, 50, 3):
                 listener.outcomes[f"k{i}"] = LocalTransactionState.ROLLBACK

@@ -9,7 +9,7 @@ from broker.model import DISCARD_TOPIC, TransactionState
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from halfmq_testing import free_port
-from producer_sdk import LocalTransactionState, Message, TransactionProducer
+from producer_sdk import LocalTransactionState, Message, RocketMQTransactionProducer
 from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, send_half, topic_rows, wait_until
 
 
@@ -49,7 +49,7 @@ def test_a_producer_that_comes_online_later_gets_the_full_check_budget(broker, c
     clock.advance(600)
     broker.check_once()
     listener = ScriptedListener(check="COMMIT")
-    with TransactionProducer(group="g", broker=broker.address, listener=listener):
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener):
         clock.advance(1)
         assert broker.check_once().checked == 1
         wait_until(lambda: state(broker, txid).state is TransactionState.COMMITTED)
@@ -58,7 +58,7 @@ def test_a_producer_that_comes_online_later_gets_the_full_check_budget(broker, c
 
 def test_a_message_is_checked_only_after_the_transaction_timeout_by_the_brokers_clock(broker, clock):
     listener = ScriptedListener(check="UNKNOWN")
-    with TransactionProducer(group="g", broker=broker.address, listener=listener):
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener):
         # The producer's clock says the message is a day old (or a day in the future): ignored.
         old = pending_txid(broker, body=b"old", born_timestamp=int((clock.now - 86400) * 1000))
         new = pending_txid(broker, body=b"new", born_timestamp=int((clock.now + 86400) * 1000))
@@ -72,7 +72,7 @@ def test_a_message_is_checked_only_after_the_transaction_timeout_by_the_brokers_
 def test_unknown_answers_use_up_check_max_then_the_message_is_discarded(broker, clock):
     listener = ScriptedListener(check="UNKNOWN")
     settings = broker.broker.settings
-    with TransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
         txid = pending_txid(broker)
         for round_no in range(1, settings.check_max + 1):
             clock.advance(settings.check_timeout + settings.transaction_timeout)
@@ -87,7 +87,7 @@ def test_unknown_answers_use_up_check_max_then_the_message_is_discarded(broker, 
 
 def test_a_check_awaiting_its_answer_is_not_sent_again(broker, clock):
     listener = ScriptedListener(check="UNKNOWN")
-    with TransactionProducer(group="g", broker=broker.address, listener=listener):
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener):
         pending_txid(broker)
         clock.advance(2)
         assert broker.check_once().checked == 1
@@ -100,9 +100,9 @@ def test_a_check_awaiting_its_answer_is_not_sent_again(broker, clock):
 def test_checks_go_round_robin_to_the_live_producers_of_the_group(broker, clock):
     first, second, other = ScriptedListener(check="UNKNOWN"), ScriptedListener(check="UNKNOWN"), ScriptedListener()
     with (
-        TransactionProducer(group="g", broker=broker.address, listener=first),
-        TransactionProducer(group="g", broker=broker.address, listener=second),
-        TransactionProducer(group="h", broker=broker.address, listener=other),
+        RocketMQTransactionProducer(group="g", broker=broker.address, listener=first),
+        RocketMQTransactionProducer(group="g", broker=broker.address, listener=second),
+        RocketMQTransactionProducer(group="h", broker=broker.address, listener=other),
     ):
         for i in range(10):
             pending_txid(broker, body=f"m{i}".encode())
@@ -114,11 +114,11 @@ def test_checks_go_round_robin_to_the_live_producers_of_the_group(broker, clock)
 
 
 def test_a_peer_producer_answers_for_a_producer_that_went_away(broker, clock):
-    with TransactionProducer(group="g", broker=broker.address, listener=ScriptedListener("UNKNOWN")) as gone:
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=ScriptedListener("UNKNOWN")) as gone:
         result = gone.send_message_in_transaction(Message(topic="orders", body=b"peer", keys=["k-1"]))
     peer_listener = ScriptedListener()
     peer_listener.outcomes["k-1"] = LocalTransactionState.COMMIT
-    with TransactionProducer(group="g", broker=broker.address, listener=peer_listener):
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=peer_listener):
         clock.advance(2)
         assert broker.check_once().checked == 1
         wait_until(lambda: state(broker, result.transaction_id).state is TransactionState.COMMITTED)
@@ -145,7 +145,7 @@ def test_many_answers_in_any_order_each_resolve_their_own_transaction(patient_br
         stub = pb_grpc.BrokerStub(channel)
         for body in bodies:
             send_half(stub, pb.Message(topic="orders", body=body, keys=[body.decode()], message_id=body.decode()), "g")
-    with TransactionProducer(group="g", broker=broker.address, listener=listener, check_threads=8):
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener, check_threads=8):
         clock.advance(2)
         assert broker.check_once().checked == 200
         wait_until(lambda: broker.broker.store.pending_count() == 0)
@@ -158,7 +158,7 @@ def test_a_restarted_broker_never_checks_a_resolved_message_and_keeps_check_coun
     settings = broker_settings(tmp_path / "data")
     first = BrokerThread(settings, clock)
     listener = ScriptedListener(check="UNKNOWN")
-    with TransactionProducer(group="g", broker=first.address, listener=listener) as producer:
+    with RocketMQTransactionProducer(group="g", broker=first.address, listener=listener) as producer:
         resolved = producer.send_message_in_transaction(Message(topic="orders", body=b"done"))
         unresolved = pending_txid(first)
         clock.advance(2)
@@ -169,7 +169,7 @@ def test_a_restarted_broker_never_checks_a_resolved_message_and_keeps_check_coun
     try:
         assert second.broker.store.transaction(unresolved).check_times == 1
         assert second.broker.store.transaction(resolved.transaction_id).state is TransactionState.COMMITTED
-        with TransactionProducer(group="g", broker=second.address, listener=listener):
+        with RocketMQTransactionProducer(group="g", broker=second.address, listener=listener):
             clock.advance(2)
             assert second.check_once().checked == 1
             wait_until(lambda: len(listener.checked) == 2)
@@ -183,7 +183,7 @@ def test_the_producer_session_reconnects_after_a_broker_restart(tmp_path):
     settings = broker_settings(tmp_path / "data", grpc_port=free_port())
     first = BrokerThread(settings, clock)
     listener = ScriptedListener(check="COMMIT")
-    with TransactionProducer(group="g", broker=first.address, listener=listener):
+    with RocketMQTransactionProducer(group="g", broker=first.address, listener=listener):
         first.stop()
         second = BrokerThread(settings, clock)
         try:

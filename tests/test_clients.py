@@ -13,7 +13,7 @@ import sys
 import httpx
 from kafka import KafkaConsumer
 
-from producer_sdk import TransactionProducer
+from producer_sdk import RocketMQTransactionProducer
 from tests.processes import official
 from tests.support import BrokerThread, ScriptedListener, broker_settings, wait_until
 from tests.test_remoting import HEART_BEAT
@@ -48,7 +48,9 @@ def test_every_protocol_s_clients_are_listed_by_group_while_they_are_connected(t
         kafka.partitions_for_topic("orders")
         while not kafka.assignment():
             kafka.poll(timeout_ms=200)
-        with TransactionProducer(group="native-app", broker=broker.address, listener=ScriptedListener("COMMIT")):
+        with RocketMQTransactionProducer(
+            group="native-app", broker=broker.address, listener=ScriptedListener("COMMIT")
+        ):
             wait_until(lambda: listed(broker) == LISTED, 30)
             shown = subprocess.run([sys.executable, "-m", "halfmq_cli", "--url", broker.http, "clients"],
                                    capture_output=True, text=True, timeout=60)  # fmt: skip

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from halfmq_testing import free_port
-from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionProducer
+from producer_sdk import LocalTransactionState, Message, PullConsumer, RocketMQTransactionProducer
 from spark_consumer.client import BrokerClient, Connection
 from tests.docs_runner import blocks
 from tests.processes import consume, official
@@ -115,7 +115,7 @@ def test_the_container_keeps_committed_messages_across_a_restart(image, tmp_path
         for key, outcome in outcomes.items():
             listener.outcomes[key] = LocalTransactionState[outcome]
         address = f"127.0.0.1:{grpc_port}"
-        with TransactionProducer(
+        with RocketMQTransactionProducer(
             group="g", broker=address, listener=listener, token="s3cret", tls_ca=pki.ca
         ) as producer:
             for key in outcomes:

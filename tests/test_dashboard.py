@@ -17,7 +17,7 @@ import httpx
 import pytest
 from kafka import KafkaConsumer
 
-from producer_sdk import Message, Producer, PullConsumer, TransactionalProducer, TransactionProducer
+from producer_sdk import KafkaTransactionProducer, Message, Producer, PullConsumer, RocketMQTransactionProducer
 from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings
 
 CHROMIUM = "/usr/bin/chromium"
@@ -62,7 +62,7 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
     def traffic() -> None:
         dead_letter()
         listener = ScriptedListener("COMMIT")
-        with TransactionProducer(group="shop", broker=live_broker.address, listener=listener) as producer:
+        with RocketMQTransactionProducer(group="shop", broker=live_broker.address, listener=listener) as producer:
             n = 0
             while not stop.is_set():
                 producer.send_message_in_transaction(Message(topic="orders", body=b"x", keys=[f"k{n}"]))
@@ -70,15 +70,17 @@ def test_the_dashboard_shows_pending_messages_and_live_rates(live_broker, tmp_pa
                 stop.wait(0.05)
         with Producer(broker=live_broker.address) as plain:  # waits an hour: the dashboard shows it
             plain.send(Message(topic="orders", body=b"later", delay=3600))
-        with TransactionProducer(group="gone", broker=live_broker.address, listener=ScriptedListener("UNKNOWN")) as p:
+        with RocketMQTransactionProducer(
+            group="gone", broker=live_broker.address, listener=ScriptedListener("UNKNOWN")
+        ) as p:
             for i in range(3):  # these stay pending: their producer group goes offline
                 p.send_message_in_transaction(Message(topic="orders", body=b"pending", keys=[f"p{i}"]))
         with (
-            TransactionalProducer(transactional_id="etl-done", broker=live_broker.address) as done,
+            KafkaTransactionProducer(transactional_id="etl-done", broker=live_broker.address) as done,
             done.transaction(),
         ):
             done.send(Message(topic="orders", body=b"kafka-model"))
-        with TransactionalProducer(transactional_id="etl-open", broker=live_broker.address) as left_open:
+        with KafkaTransactionProducer(transactional_id="etl-open", broker=live_broker.address) as left_open:
             left_open.begin_transaction()  # left open: the broker aborts it after a minute
             for _ in range(2):
                 left_open.send(Message(topic="orders", body=b"kafka-model"))

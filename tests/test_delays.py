@@ -23,8 +23,8 @@ from producer_sdk import (
     MessageTypeMismatch,
     Producer,
     PullConsumer,
+    RocketMQTransactionProducer,
     TopicExists,
-    TransactionProducer,
 )
 from tests.processes import consume, official, started_broker
 from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot, wait_until
@@ -115,7 +115,7 @@ def test_bad_delayed_sends_are_refused_and_change_nothing(tmp_path, clock):
             assert store_snapshot(tmp_path / "data") == before
             listener = ScriptedListener()
             with (
-                TransactionProducer(group="g", broker=broker.address, listener=listener) as txn,
+                RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener) as txn,
                 pytest.raises(MessageTypeMismatch, match="not TRANSACTION"),
             ):
                 txn.send_message_in_transaction(Message(topic="timers", body=b"txn"))

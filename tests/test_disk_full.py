@@ -21,7 +21,7 @@ from broker.model import TransactionState
 from broker.store.base import DB_FILE
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk import LocalTransactionState, Message, TransactionListener, TransactionProducer
+from producer_sdk import LocalTransactionState, Message, RocketMQTransactionProducer, TransactionListener
 from tests.support import BrokerThread, FakeClock, broker_settings, topic_rows, wait_until
 
 BODY = 64 * 1024
@@ -114,7 +114,9 @@ def test_a_full_disk_refuses_writes_with_a_typed_error_and_the_broker_recovers_w
             body = bytes(1 << 20)
             fill(small_disk, leave=len(body) + (256 << 10))
             listener = FillsTheDisk(small_disk)
-            with TransactionProducer(group="g", broker=broker.address, listener=listener, timeout=3) as producer:
+            with RocketMQTransactionProducer(
+                group="g", broker=broker.address, listener=listener, timeout=3
+            ) as producer:
                 result = producer.send_message_in_transaction(Message(topic="orders", body=body, keys=["t-1"]))
                 assert result.state is None
                 (small_disk / "filler").unlink()

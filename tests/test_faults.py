@@ -20,13 +20,13 @@ import pytest
 from broker.store import DB_FILE
 from producer_sdk import (
     HalfmqError,
+    KafkaTransactionProducer,
     LocalTransactionState,
     Message,
     Producer,
     PullConsumer,
-    TransactionalProducer,
+    RocketMQTransactionProducer,
     TransactionListener,
-    TransactionProducer,
     TransactionState,
 )
 from spark_consumer.client import BrokerClient, Connection
@@ -75,7 +75,7 @@ def test_a_peer_producer_commits_the_transaction_of_a_killed_producer_exactly_on
                 found = conn.execute("SELECT 1 FROM orders WHERE id = ?", (msg.keys[0],)).fetchone()
             return LocalTransactionState.COMMIT if found else LocalTransactionState.ROLLBACK
 
-    with TransactionProducer(group="orders-svc", broker=broker_process.address, listener=Peer()) as peer:
+    with RocketMQTransactionProducer(group="orders-svc", broker=broker_process.address, listener=Peer()) as peer:
         wait_until(lambda: query(broker_process.data_dir, "SELECT state FROM transactions") == [("COMMITTED",)], 30)
         assert peer.checks_received >= 1
     with PullConsumer(group="audit", broker=broker_process.address) as consumer:
@@ -157,7 +157,7 @@ def test_a_broker_killed_repeatedly_under_load_loses_and_duplicates_nothing(brok
             killed.append(time.monotonic())
             broker_process.start()
 
-    def produce(producer: TransactionProducer, share: list[str]) -> None:
+    def produce(producer: RocketMQTransactionProducer, share: list[str]) -> None:
         for key in share:
             try:
                 result = producer.send_message_in_transaction(Message(topic="orders", body=key.encode(), keys=[key]))
@@ -166,11 +166,9 @@ def test_a_broker_killed_repeatedly_under_load_loses_and_duplicates_nothing(brok
                 failed.append(f"{key}: {exc!r}")
 
     sdk = [
-        TransactionProducer(group="load", broker=broker_process.address, listener=listener, timeout=30)
+        RocketMQTransactionProducer(group="load", broker=broker_process.address, listener=listener, timeout=30)
         for _ in range(producers)
     ]
-    for producer in sdk:
-        producer.start()
     kill_thread = threading.Thread(target=killer)
     kill_thread.start()
     started = time.monotonic()
@@ -296,7 +294,7 @@ def test_a_broker_killed_during_kafka_model_commits_leaves_each_transaction_all_
 
     def produce(n: int) -> None:
         transactional_id = f"load-{n}"
-        producer = TransactionalProducer(transactional_id=transactional_id, broker=broker.address, timeout=30)
+        producer = KafkaTransactionProducer(transactional_id=transactional_id, broker=broker.address, timeout=30)
         serial = 0
         while not killed.is_set():
             serial += 1
@@ -310,7 +308,9 @@ def test_a_broker_killed_during_kafka_model_commits_leaves_each_transaction_all_
             except HalfmqError:
                 replaced.append(name)
                 producer.close()
-                producer = TransactionalProducer(transactional_id=transactional_id, broker=broker.address, timeout=30)
+                producer = KafkaTransactionProducer(
+                    transactional_id=transactional_id, broker=broker.address, timeout=30
+                )
         producer.close()
 
     try:

@@ -26,7 +26,7 @@ from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk import LocalTransactionState, Message, TransactionProducer
+from producer_sdk import LocalTransactionState, Message, RocketMQTransactionProducer
 from tests import support
 from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, wait_until
 
@@ -98,7 +98,7 @@ def test_a_session_that_stops_reading_does_not_delay_another_groups_checks_beyon
     for n in range(30):
         send_half(broker, "frozen", bytes(1 << 20), f"big-{n}")
     listener = ScriptedListener(check="COMMIT")
-    with TransactionProducer(group="honest", broker=broker.address, listener=listener):
+    with RocketMQTransactionProducer(group="honest", broker=broker.address, listener=listener):
         honest = send_half(broker, "honest", b"small", "small-1")
         clock.advance(2)
         began = time.monotonic()
@@ -124,7 +124,7 @@ def honest_producer_resolves_everything(broker, clock, raw_sessions):
     raw_sessions.append(silent)
     settings = broker.broker.settings
     listener = ScriptedListener(execute="UNKNOWN", check="COMMIT")
-    with TransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
         results = [producer.send_message_in_transaction(Message(topic="orders", body=b"%d" % i)) for i in range(100)]
         assert {r.state.value for r in results if r.state} == {"PENDING"}
         for _ in range(settings.check_max + 3):
@@ -155,10 +155,9 @@ def test_with_only_silent_sessions_a_message_is_discarded_after_check_max_counte
 def test_checks_rotate_over_the_sessions_of_each_group_separately(broker, clock):
     listeners = {name: ScriptedListener(check="UNKNOWN") for name in ("a1", "a2", "b1", "b2")}
     producers = [
-        TransactionProducer(group=name[0], broker=broker.address, listener=listeners[name]) for name in listeners
+        RocketMQTransactionProducer(group=name[0], broker=broker.address, listener=listeners[name])
+        for name in listeners
     ]
-    for producer in producers:
-        producer.start()
     try:
         for n in range(4):  # the groups' messages alternate in the scan
             send_half(broker, "a", b"a%d" % n, f"a-{n}")
@@ -180,7 +179,9 @@ def test_the_check_listener_sees_the_real_topic_queue_and_only_user_properties(b
             seen.append(msg)
             return LocalTransactionState.COMMIT
 
-    with TransactionProducer(group="g", broker=broker.address, listener=Recording(execute="UNKNOWN")) as producer:
+    with RocketMQTransactionProducer(
+        group="g", broker=broker.address, listener=Recording(execute="UNKNOWN")
+    ) as producer:
         message = Message(topic="orders", body=b"o", keys=["o-1"], tags="created", properties={"region": "eu"})
         result = producer.send_message_in_transaction(message)
         clock.advance(2)
@@ -250,11 +251,11 @@ def test_no_groups_backlog_orphaned_or_live_starves_another_groups_checks(tmp_pa
 
 PARKED_PRODUCER = """
 import sys, time
-from producer_sdk import LocalTransactionState, TransactionListener, TransactionProducer
+from producer_sdk import LocalTransactionState, TransactionListener, RocketMQTransactionProducer
 class Unknown(TransactionListener):
     def execute_local_transaction(self, msg, arg): return LocalTransactionState.UNKNOWN
     def check_local_transaction(self, msg): return LocalTransactionState.UNKNOWN
-with TransactionProducer(group="parked", broker=sys.argv[1], listener=Unknown()):
+with RocketMQTransactionProducer(group="parked", broker=sys.argv[1], listener=Unknown()):
     print("CONNECTED", flush=True)
     time.sleep(600)
 """

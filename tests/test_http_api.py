@@ -13,7 +13,7 @@ import pytest
 from broker.model import HALF_TOPIC
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk import Message, PullConsumer, TransactionalProducer, TransactionProducer
+from producer_sdk import KafkaTransactionProducer, Message, PullConsumer, RocketMQTransactionProducer
 from tests.support import ScriptedListener, send_half, store_snapshot, topic_rows, wait_until
 
 
@@ -140,7 +140,7 @@ def test_pending_transactions_are_listed_with_age_group_and_checks(http, broker,
 
 def test_a_transactions_detail_shows_the_history_of_its_checks(http, broker, clock):
     listener = ScriptedListener(check="UNKNOWN")
-    with TransactionProducer(group="g", broker=broker.address, listener=listener, client_id="checker-1"):
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener, client_id="checker-1"):
         txid = half(broker)
         for n in (1, 2):
             clock.advance(5)
@@ -174,7 +174,7 @@ def test_an_operator_resumes_a_discarded_message_with_a_fresh_check_budget(http,
     resumed = http.post(f"/transactions/{txid}/resume").json()
     assert (resumed["state"], resumed["check_times"], resumed["age_seconds"]) == ("PENDING", 0, 0)
     assert_error(http.post(f"/transactions/{txid}/resume"), 409, "RESOLUTION_CONFLICT")
-    with TransactionProducer(group="g", broker=broker.address, listener=ScriptedListener(check="COMMIT")):
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=ScriptedListener(check="COMMIT")):
         clock.advance(5)
         assert broker.check_once().checked == 1
         wait_until(lambda: http.get(f"/transactions/{txid}").json()["state"] == "COMMITTED")
@@ -182,7 +182,7 @@ def test_an_operator_resumes_a_discarded_message_with_a_fresh_check_budget(http,
 
 
 def test_consumers_show_committed_offsets_and_lag(http, broker):
-    with TransactionProducer(group="g", broker=broker.address, listener=ScriptedListener()) as producer:
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=ScriptedListener()) as producer:
         for i in range(3):
             producer.send_message_in_transaction(Message(topic="orders", body=b"x", message_id="same-queue" + "x" * i))
     with PullConsumer(group="audit", broker=broker.address) as consumer:
@@ -214,7 +214,7 @@ def test_the_dashboard_and_its_assets_are_served_by_the_broker(http):
 @pytest.mark.slow
 def test_schemathesis_finds_no_server_error(broker, tmp_path: Path):
     half(broker)
-    TransactionalProducer(transactional_id="etl", broker=broker.address).close()  # a transactional id to list
+    KafkaTransactionProducer(transactional_id="etl", broker=broker.address).close()  # a transactional id to list
     result = subprocess.run(
         [sys.executable, "-m", "schemathesis.cli", "run", f"{broker.http}/openapi.json",
          "--checks", "not_a_server_error", "--max-examples", "25", "--generation-deterministic", "--no-color",

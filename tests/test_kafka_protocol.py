@@ -31,8 +31,8 @@ from broker.model import QueueColumns
 from broker.tls import TlsFiles
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
+from producer_sdk import KafkaTransactionProducer, Producer, PullConsumer
 from producer_sdk import Message as SdkMessage
-from producer_sdk import Producer, PullConsumer, TransactionalProducer
 from tests.support import BrokerThread, Pki, broker_settings, send_half, store_snapshot
 
 
@@ -281,7 +281,7 @@ def test_offsets_waiting_in_an_open_transaction_are_unstable_to_a_fetch_that_req
         plain.send_batch([SdkMessage(topic="orders", body=f"o{i}".encode()) for i in range(8)])
     with PullConsumer(group="etl", broker=broker.address) as consumer:
         end = consumer.queue_offsets("orders")[1][1]
-    with TransactionalProducer(transactional_id="etl-1", broker=broker.address) as producer:
+    with KafkaTransactionProducer(transactional_id="etl-1", broker=broker.address) as producer:
         producer.begin_transaction()
         producer.send_offsets_to_transaction({("orders", 1): end}, group="etl")
         assert fetched(7, True) == (kerr.UnstableOffsetCommitError.errno, -1)

@@ -22,9 +22,10 @@ from broker.model import Topic
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import (
-    AsyncTransactionalProducer,
+    AsyncKafkaTransactionProducer,
     InvalidArgument,
     InvalidTxnState,
+    KafkaTransactionProducer,
     Message,
     MessageIdInUse,
     Producer,
@@ -32,7 +33,6 @@ from producer_sdk import (
     PullConsumer,
     TopicNotFound,
     TransactionAborted,
-    TransactionalProducer,
 )
 from tests.support import BrokerThread, FakeClock, broker_settings, store_snapshot, topic_rows, wait_until
 
@@ -69,7 +69,7 @@ def bodies(prefix: str, count: int) -> list[bytes]:
     return sorted(f"{prefix}-{i}".encode() for i in range(count))
 
 
-def send_both(producer: TransactionalProducer, prefix: str, count: int) -> None:
+def send_both(producer: KafkaTransactionProducer, prefix: str, count: int) -> None:
     """Messages to both topics; their ids (which pick their queues) are the same in every run."""
     for i in range(count):
         topic = "payments" if i % 2 == 0 else "audit"
@@ -77,7 +77,7 @@ def send_both(producer: TransactionalProducer, prefix: str, count: int) -> None:
 
 
 def test_messages_of_an_open_transaction_are_invisible_until_commit_and_gone_on_abort(broker):
-    with TransactionalProducer(transactional_id="t1", broker=broker.address) as producer:
+    with KafkaTransactionProducer(transactional_id="t1", broker=broker.address) as producer:
         producer.begin_transaction()
         send_both(producer, "c", 20)
         assert visible(broker.address, "payments") == visible(broker.address, "audit") == []
@@ -99,7 +99,7 @@ def test_a_transaction_s_end_takes_an_offset_in_each_queue_it_wrote_to_as_kafka_
     settings = broker_settings(tmp_path / "data", topics=(Topic("ledger", 1),))
     broker = BrokerThread(settings, clock)
     try:
-        with TransactionalProducer(transactional_id="marks", broker=broker.address) as producer:
+        with KafkaTransactionProducer(transactional_id="marks", broker=broker.address) as producer:
             producer.begin_transaction()
             sent = [producer.send(Message(topic="ledger", body=f"c-{i}".encode())).queue_offset for i in range(2)]
             producer.commit_transaction()
@@ -125,7 +125,7 @@ def test_a_transaction_s_end_takes_an_offset_in_each_queue_it_wrote_to_as_kafka_
 def test_an_open_transaction_holds_back_later_commits_of_its_queues(broker):
     """Readers stop at a queue's first open range: a commit after it, in the same queue, waits."""
     with (
-        TransactionalProducer(transactional_id="early", broker=broker.address) as early,
+        KafkaTransactionProducer(transactional_id="early", broker=broker.address) as early,
         Producer(broker=broker.address) as plain,
     ):
         early.begin_transaction()
@@ -145,7 +145,7 @@ def test_offsets_sent_to_a_transaction_commit_with_it_and_drop_with_an_abort(bro
             plain.send(Message(topic="orders", body=b"o", message_id=f"o-{i}"))
     ends = {q: end for q, (_, end) in PullConsumer(group="x", broker=broker.address).queue_offsets("orders").items()}
     with (
-        TransactionalProducer(transactional_id="t1", broker=broker.address) as producer,
+        KafkaTransactionProducer(transactional_id="t1", broker=broker.address) as producer,
         PullConsumer(group="etl", broker=broker.address) as consumer,
     ):
         with producer.transaction():
@@ -160,10 +160,10 @@ def test_offsets_sent_to_a_transaction_commit_with_it_and_drop_with_an_abort(bro
 
 
 def test_a_second_producer_with_the_same_id_fences_the_first(broker):
-    first = TransactionalProducer(transactional_id="etl", broker=broker.address)
+    first = KafkaTransactionProducer(transactional_id="etl", broker=broker.address)
     first.begin_transaction()
     send_both(first, "first", 6)
-    with TransactionalProducer(transactional_id="etl", broker=broker.address) as second:
+    with KafkaTransactionProducer(transactional_id="etl", broker=broker.address) as second:
         assert second.epoch == first.epoch + 1
         with pytest.raises(ProducerFenced, match="fenced"):
             first.commit_transaction()
@@ -180,7 +180,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker):
 
 
 def test_the_broker_aborts_a_transaction_open_longer_than_its_timeout(broker, clock):
-    with TransactionalProducer(transactional_id="slow", broker=broker.address, transaction_timeout=5) as producer:
+    with KafkaTransactionProducer(transactional_id="slow", broker=broker.address, transaction_timeout=5) as producer:
         producer.begin_transaction()
         send_both(producer, "late", 4)
         clock.advance(4.9)
@@ -198,7 +198,7 @@ def test_the_broker_aborts_a_transaction_open_longer_than_its_timeout(broker, cl
 
 def test_the_async_producer_commits_concurrent_sends_together(broker):
     async def produce() -> None:
-        async with AsyncTransactionalProducer(transactional_id="async", broker=broker.address) as producer:
+        async with AsyncKafkaTransactionProducer(transactional_id="async", broker=broker.address) as producer:
             async with producer.transaction():
                 await asyncio.gather(*(producer.send(Message(topic="payments", body=b)) for b in bodies("g", 50)))
                 assert visible(broker.address, "payments") == []
@@ -292,7 +292,7 @@ def test_bad_input_gets_a_typed_error_and_changes_no_table(stub, broker, tmp_pat
         refused(call, request, code)
     assert store_snapshot(tmp_path / "data") == before
 
-    with TransactionalProducer(transactional_id="sdk", broker=broker.address) as producer:
+    with KafkaTransactionProducer(transactional_id="sdk", broker=broker.address) as producer:
         after_init = store_snapshot(tmp_path / "data")
         with pytest.raises(InvalidTxnState, match="begin_transaction"):
             producer.send(Message(topic="payments", body=b"x"))
@@ -351,8 +351,8 @@ def test_consume_transform_produce_survives_sigkills_of_the_transform_exactly_on
 
 def test_admin_api_cli_and_metrics_show_transactional_ids(broker, clock):
     with (
-        TransactionalProducer(transactional_id="done", broker=broker.address) as done,
-        TransactionalProducer(transactional_id="open", broker=broker.address, transaction_timeout=30) as left_open,
+        KafkaTransactionProducer(transactional_id="done", broker=broker.address) as done,
+        KafkaTransactionProducer(transactional_id="open", broker=broker.address, transaction_timeout=30) as left_open,
     ):
         with done.transaction():
             done.send(Message(topic="payments", body=b"p"))
@@ -386,7 +386,7 @@ def test_admin_api_cli_and_metrics_show_transactional_ids(broker, clock):
         )
         assert cli.returncode == 0, cli.stderr
         assert "open" in cli.stdout and "OPEN" in cli.stdout and "1 in all" in cli.stdout
-    with TransactionalProducer(transactional_id="open", broker=broker.address):
+    with KafkaTransactionProducer(transactional_id="open", broker=broker.address):
         pass  # fences the one left open, aborting its transaction
     with httpx.Client(base_url=broker.http) as http:
         fenced = http.get("/transactional-ids/open").json()

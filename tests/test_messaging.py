@@ -8,7 +8,7 @@ import pytest
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import Message, Producer, PullConsumer, TopicExists
-from tests.support import topic_rows
+from tests.support import ScriptedListener, topic_rows
 
 
 def test_a_normal_message_is_readable_at_the_position_its_receipt_names(broker):
@@ -95,10 +95,25 @@ def test_a_key_given_as_a_string_is_stored_as_one_key(broker):
     assert list(message.keys) == ["o-1"]
 
 
-def test_the_transactional_result_has_rocketmqs_name_and_the_old_one():
-    from producer_sdk import SendResult, TransactionSendResult
+def test_the_sdk_s_old_names_still_work_and_warn(broker):
+    import producer_sdk
 
-    assert SendResult is TransactionSendResult
+    renamed = {
+        "AsyncTransactionProducer": "AsyncRocketMQTransactionProducer",
+        "AsyncTransactionalProducer": "AsyncKafkaTransactionProducer",
+        "TransactionalProducer": "KafkaTransactionProducer",
+        "TransactionNotFound": "RocketMQTransactionNotFound",
+        "TransactionalIdNotFound": "KafkaTransactionalIdNotFound",
+        "SendResult": "TransactionSendResult",
+    }
+    for old, new in renamed.items():
+        with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: use {new}"):
+            assert getattr(producer_sdk, old) is getattr(producer_sdk, new)
+    with pytest.warns(DeprecationWarning, match="use RocketMQTransactionProducer"):
+        old_producer = producer_sdk.TransactionProducer(group="old", broker=broker.address, listener=ScriptedListener())
+    with old_producer:  # it connects at ``with`` (or start()), as it did
+        sent = old_producer.send_message_in_transaction(Message(topic="orders", body=b"old", keys=("o-old",)))
+    assert sent.state is producer_sdk.TransactionState.COMMITTED
 
 
 def test_every_value_is_stored_as_sent_whatever_its_neighbours_in_the_batch(broker):

@@ -11,7 +11,7 @@ from producer_sdk import (
     Message,
     Producer,
     PullConsumer,
-    TransactionProducer,
+    RocketMQTransactionProducer,
     Unauthenticated,
 )
 from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, store_snapshot, wait_until
@@ -31,7 +31,7 @@ def test_metrics_follow_commits_rollbacks_checks_and_discards(broker, clock):
     listener = ScriptedListener("UNKNOWN")
     for key, outcome in {"c1": "COMMIT", "c2": "COMMIT", "r1": "ROLLBACK"}.items():
         listener.outcomes[key] = LocalTransactionState[outcome]
-    with TransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
         for key in ("c1", "c2", "r1", "later"):
             producer.send_message_in_transaction(Message(topic="orders", body=key.encode(), keys=[key]))
         assert scrape(broker)["halfmq_half_messages"] == 1
@@ -42,7 +42,7 @@ def test_metrics_follow_commits_rollbacks_checks_and_discards(broker, clock):
         clock.advance(10)
         assert broker.check_once().checked == 1  # answered COMMIT
         wait_until(lambda: scrape(broker)["halfmq_commit_messages_total"] == 3)
-    with TransactionProducer(group="orphans", broker=broker.address, listener=ScriptedListener("UNKNOWN")) as p:
+    with RocketMQTransactionProducer(group="orphans", broker=broker.address, listener=ScriptedListener("UNKNOWN")) as p:
         p.send_message_in_transaction(Message(topic="orders", body=b"orphan"))
     clock.advance(broker.broker.settings.max_half_age + 1)
     assert broker.check_once().discarded == 1
@@ -76,14 +76,16 @@ def test_without_the_token_every_grpc_call_is_refused_and_nothing_changes(secure
     with PullConsumer(group="c", broker=secured.address, timeout=2) as consumer, pytest.raises(Unauthenticated):
         consumer.queue_offsets("orders")
     with pytest.raises(Unauthenticated):
-        TransactionProducer(group="g", broker=secured.address, listener=ScriptedListener(), timeout=2).start()
+        RocketMQTransactionProducer(group="g", broker=secured.address, listener=ScriptedListener(), timeout=2)
     with Producer(broker=secured.address, token="wrong", timeout=2) as producer, pytest.raises(Unauthenticated):
         producer.send(Message(topic="orders", body=b"x"))
     assert store_snapshot(secured.broker.settings.data_dir) == before
 
 
 def test_with_the_token_grpc_calls_and_sessions_work(secured):
-    with TransactionProducer(group="g", broker=secured.address, listener=ScriptedListener(), token="s3cret") as p:
+    with RocketMQTransactionProducer(
+        group="g", broker=secured.address, listener=ScriptedListener(), token="s3cret"
+    ) as p:
         result = p.send_message_in_transaction(Message(topic="orders", body=b"ok"))
     assert result.state is not None and result.state.value == "COMMITTED"
 

@@ -24,7 +24,7 @@ import threading
 import pytest
 
 from producer_sdk import (
-    BrokerUnavailable, LocalTransactionState, Message, TopicNotFound, TransactionListener, TransactionProducer
+    BrokerUnavailable, LocalTransactionState, Message, TopicNotFound, TransactionListener, RocketMQTransactionProducer
 )
 
 COMMIT, ROLLBACK, UNKNOWN = LocalTransactionState.COMMIT, LocalTransactionState.ROLLBACK, LocalTransactionState.UNKNOWN
@@ -50,7 +50,7 @@ def order(key):
 
 def test_an_unknown_transaction_is_checked_and_committed(halfmq_broker):
     halfmq_broker.create_topic("orders")
-    with TransactionProducer(group="shop", broker=halfmq_broker.address, listener=Orders(UNKNOWN)) as producer:
+    with RocketMQTransactionProducer(group="shop", broker=halfmq_broker.address, listener=Orders(UNKNOWN)) as producer:
         sent = producer.send_message_in_transaction(order("o-1"))
         assert halfmq_broker.check_now()["checked"] == 0, "not due: the transaction timeout is 6 s"
         halfmq_broker.advance_clock(7)
@@ -62,7 +62,8 @@ def test_an_unknown_transaction_is_checked_and_committed(halfmq_broker):
 def test_a_dropped_end_is_resolved_by_the_check_exactly_once(halfmq_broker):
     halfmq_broker.create_topic("orders")
     halfmq_broker.faults.drop_end_transactions(1000)
-    with TransactionProducer(group="shop", broker=halfmq_broker.address, listener=Orders(), timeout=1) as producer:
+    shop = RocketMQTransactionProducer(group="shop", broker=halfmq_broker.address, listener=Orders(), timeout=1)
+    with shop as producer:
         sent = producer.send_message_in_transaction(order("o-2"))
         assert sent.state is None, "the end and every retry of it were lost"
         halfmq_broker.faults.clear()
@@ -77,7 +78,8 @@ def test_a_lost_half_acknowledgement_is_rolled_back_on_check(halfmq_broker):
     halfmq_broker.create_topic("orders")
     halfmq_broker.faults.lose_half_acks(1000)
     orders = Orders()
-    with TransactionProducer(group="shop", broker=halfmq_broker.address, listener=orders, timeout=1) as producer:
+    shop = RocketMQTransactionProducer(group="shop", broker=halfmq_broker.address, listener=orders, timeout=1)
+    with shop as producer:
         with pytest.raises(BrokerUnavailable):
             producer.send_message_in_transaction(order("o-3"))
         assert orders.rows == set(), "the local transaction never ran"
@@ -91,7 +93,7 @@ def test_a_lost_half_acknowledgement_is_rolled_back_on_check(halfmq_broker):
 def test_every_acknowledged_commit_survives_a_crash_once(halfmq_broker):
     halfmq_broker.create_topic("orders")
     orders, acknowledged, enough = Orders(), [], threading.Event()
-    with TransactionProducer(group="shop", broker=halfmq_broker.address, listener=orders) as producer:
+    with RocketMQTransactionProducer(group="shop", broker=halfmq_broker.address, listener=orders) as producer:
 
         def load():
             for i in range(150):

@@ -24,7 +24,7 @@ from broker.store.segments import SEGMENTS_FILE
 from broker.store.sql import LOG_LIMIT
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk import AsyncTransactionProducer, OffsetOutOfRange, Producer, PullConsumer
+from producer_sdk import AsyncRocketMQTransactionProducer, OffsetOutOfRange, Producer, PullConsumer
 from producer_sdk import Message as SdkMessage
 from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot, wait_until
 
@@ -197,7 +197,9 @@ def test_a_store_under_steady_load_stays_bounded_with_a_short_retention(tmp_path
     sizes.start()
 
     async def produce() -> None:
-        async with AsyncTransactionProducer(group="g", broker=broker.address, listener=ScriptedListener()) as producer:
+        async with AsyncRocketMQTransactionProducer(
+            group="g", broker=broker.address, listener=ScriptedListener()
+        ) as producer:
             began = time.monotonic()
             for start in range(0, TXNS, PER_SECOND // 10):
                 batch = [SdkMessage(topic="orders", body=bytes(BODY)) for _ in range(PER_SECOND // 10)]

@@ -16,7 +16,7 @@ import grpc
 import httpx
 import pytest
 
-from producer_sdk import Message, Producer, PullConsumer, TransactionProducer
+from producer_sdk import Message, Producer, PullConsumer, RocketMQTransactionProducer
 from tests.processes import BrokerProcess, consume, official
 from tests.spark_support import batch_reader
 from tests.support import (
@@ -245,7 +245,7 @@ def test_an_advertised_address_is_what_routes_name(tmp_path):
 def test_a_simple_consumer_receives_exactly_the_committed_messages_once_and_acks_them(compat):
     broker, endpoint, env = compat
     _out, _ = official(endpoint, "send", env).communicate(timeout=120)
-    with TransactionProducer(group="native", broker=broker.address, listener=ScriptedListener()) as producer:
+    with RocketMQTransactionProducer(group="native", broker=broker.address, listener=ScriptedListener()) as producer:
         producer.send_message_in_transaction(Message(topic="orders", body=b"native-commit"))
     got = consume(endpoint, "audit", "drain", env)
     assert sorted(line.split()[1] for line in got) == ["native-commit", "rmq-commit", "rmq-normal"]
@@ -296,7 +296,7 @@ def test_the_nodejs_producer_commits_and_rolls_back_and_its_simple_consumer_rece
     sent = [line.split()[1] for line in out.splitlines() if line.startswith("SENT")]
     assert sent == ["node-commit", "node-rollback", "node-normal"]
     assert readable(broker) == [b"node-commit", b"node-normal"]
-    with TransactionProducer(group="native", broker=broker.address, listener=ScriptedListener()) as producer:
+    with RocketMQTransactionProducer(group="native", broker=broker.address, listener=ScriptedListener()) as producer:
         producer.send_message_in_transaction(Message(topic="orders", body=b"native-commit"))
     drained, _ = node(endpoint, env, node_client, "drain", "node-audit").communicate(timeout=180)
     assert sorted(line.split()[1:] for line in drained.splitlines() if line.startswith("GOT")) == [

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from producer_sdk import Message, PullConsumer, TransactionProducer
+from producer_sdk import Message, PullConsumer, RocketMQTransactionProducer
 from spark_consumer.sink import TotalsSink
 from tests.support import ScriptedListener
 
@@ -24,13 +24,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def send_orders(address: str, count: int) -> dict[str, float]:
     expected: Counter[str] = Counter()
-    with TransactionProducer(group="orders-svc", broker=address, listener=ScriptedListener("COMMIT")) as producer:
+    with RocketMQTransactionProducer(
+        group="orders-svc", broker=address, listener=ScriptedListener("COMMIT")
+    ) as producer:
         for i in range(count):
             customer, amount = f"c{i % 3}", float(i + 1)
             body = json.dumps({"order": f"o-{i}", "customer": customer, "amount": amount}).encode()
             producer.send_message_in_transaction(Message(topic="orders", body=body, keys=[f"o-{i}"]))
             expected[customer] += amount
-    with TransactionProducer(group="orders-svc", broker=address, listener=ScriptedListener("ROLLBACK")) as producer:
+    with RocketMQTransactionProducer(
+        group="orders-svc", broker=address, listener=ScriptedListener("ROLLBACK")
+    ) as producer:
         body = json.dumps({"order": "o-x", "customer": "c0", "amount": 1000.0}).encode()
         producer.send_message_in_transaction(Message(topic="orders", body=body, keys=["o-x"]))
     return dict(expected)
@@ -110,7 +114,9 @@ def test_a_query_on_a_fresh_checkpoint_applies_its_batches_although_their_ids_we
 
 def test_bodies_that_are_not_order_events_are_counted_and_reported(broker, tmp_path):
     expected = send_orders(broker.address, 3)
-    with TransactionProducer(group="orders-svc", broker=broker.address, listener=ScriptedListener("COMMIT")) as p:
+    with RocketMQTransactionProducer(
+        group="orders-svc", broker=broker.address, listener=ScriptedListener("COMMIT")
+    ) as p:
         for body in (b"not json", b'{"customer": "c9"}', b'{"customer": "c9", "amount": "lots"}'):
             p.send_message_in_transaction(Message(topic="orders", body=body))
     finished = run_job(broker.address, tmp_path)

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from broker.model import HALF_TOPIC
-from producer_sdk import LocalTransactionState, Message, Producer, TransactionalProducer, TransactionProducer
+from producer_sdk import KafkaTransactionProducer, LocalTransactionState, Message, Producer, RocketMQTransactionProducer
 from producer_sdk.errors import BrokerUnavailable
 from spark_consumer.client import BrokerClient, Connection
 from spark_consumer.offsets import DataLoss
@@ -43,7 +43,7 @@ def test_only_committed_transactions_are_ingested(spark, broker, clock):
         **{f"check-commit-{i}": "UNKNOWN" for i in range(2)},
         **{f"check-rollback-{i}": "UNKNOWN" for i in range(2)},
     }
-    with TransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
         for key, outcome in outcomes.items():
             listener.outcomes[key] = LocalTransactionState[outcome]
             producer.send_message_in_transaction(Message(topic="orders", body=key.encode(), keys=[key]))
@@ -53,7 +53,7 @@ def test_only_committed_transactions_are_ingested(spark, broker, clock):
         clock.advance(2)
         assert broker.check_once().checked == 4
         wait_until(lambda: broker.broker.store.pending_count() == 0)
-    with TransactionProducer(group="orphans", broker=broker.address, listener=ScriptedListener("UNKNOWN")) as p:
+    with RocketMQTransactionProducer(group="orphans", broker=broker.address, listener=ScriptedListener("UNKNOWN")) as p:
         for i in range(2):
             p.send_message_in_transaction(Message(topic="orders", body=f"discarded-{i}".encode(), keys=["d"]))
     clock.advance(broker.broker.settings.max_half_age + 1)
@@ -309,7 +309,7 @@ def test_a_kafka_model_transaction_is_read_all_or_none(spark, broker):
         return bodies(batch_reader(spark, broker.address, topics="orders,payments").collect())
 
     sent = [f"t{i}" for i in range(12)]
-    with TransactionalProducer(transactional_id="spark-reader", broker=broker.address) as producer:
+    with KafkaTransactionProducer(transactional_id="spark-reader", broker=broker.address) as producer:
         producer.begin_transaction()
         for body in sent:
             producer.send(Message(topic=("orders", "payments")[int(body[1:]) % 2], body=body.encode()))

@@ -21,7 +21,7 @@ from broker.remoting.frame import Command, decode, encode
 from broker.tls import TlsFiles
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk import BrokerUnavailable, Message, Producer, PullConsumer, TransactionProducer
+from producer_sdk import BrokerUnavailable, Message, Producer, PullConsumer, RocketMQTransactionProducer
 from tests.processes import ROOT, consume, official
 from tests.spark_support import batch_reader
 from tests.support import BrokerThread, Pki, ScriptedListener, broker_settings
@@ -45,7 +45,9 @@ def https(broker: BrokerThread) -> str:
 
 def test_every_port_serves_tls_to_clients_that_trust_the_ca(tls_broker, pki):
     broker = tls_broker
-    with TransactionProducer(group="g", broker=broker.address, listener=ScriptedListener(), tls_ca=pki.ca) as producer:
+    with RocketMQTransactionProducer(
+        group="g", broker=broker.address, listener=ScriptedListener(), tls_ca=pki.ca
+    ) as producer:
         sent = producer.send_message_in_transaction(Message(topic="orders", body=b"over-tls"))
     with PullConsumer(group="c", broker=broker.address, tls_ca=str(pki.ca)) as consumer:
         queue = next(q for q, (_, high) in consumer.queue_offsets("orders").items() if high)

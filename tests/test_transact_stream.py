@@ -17,7 +17,7 @@ from broker.grpc_api.transact import MAX_CALLS
 from broker.store.base import DB_FILE
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
-from producer_sdk import AsyncTransactionProducer, Message
+from producer_sdk import AsyncRocketMQTransactionProducer, Message
 from tests.processes import BrokerProcess
 from tests.support import BrokerThread, ScriptedListener, broker_settings, half_log, store_snapshot, topic_rows
 
@@ -92,7 +92,7 @@ def test_calls_lost_with_their_stream_are_retried_and_each_transaction_is_stored
     listener = ScriptedListener("COMMIT")
 
     async def run() -> list[str]:
-        async with AsyncTransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
+        async with AsyncRocketMQTransactionProducer(group="g", broker=broker.address, listener=listener) as producer:
             faults.set(drop_end_transactions=3, lose_half_acks=3, delay_checks=0)
             sent = await asyncio.gather(
                 *(producer.send_message_in_transaction(Message("orders", f"m-{i}".encode())) for i in range(40))
@@ -142,7 +142,7 @@ def test_a_stream_runs_at_most_max_calls_at_once_and_reads_the_rest_as_they_fini
 
 PRODUCER_THAT_EXITS = """
 import sys
-from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionListener, TransactionProducer
+from producer_sdk import LocalTransactionState, Message, PullConsumer, TransactionListener, RocketMQTransactionProducer
 
 class Commit(TransactionListener):
     def execute_local_transaction(self, msg, arg):
@@ -151,7 +151,7 @@ class Commit(TransactionListener):
     def check_local_transaction(self, msg):
         return LocalTransactionState.COMMIT
 
-with TransactionProducer(group="exits", broker=sys.argv[1], listener=Commit()) as producer:
+with RocketMQTransactionProducer(group="exits", broker=sys.argv[1], listener=Commit()) as producer:
     for n in range(3):
         producer.send_message_in_transaction(Message(topic="orders", body=b"x"))
 with PullConsumer(group="exits", broker=sys.argv[1]) as consumer:

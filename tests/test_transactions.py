@@ -14,15 +14,15 @@ from broker.model import Resolution, TransactionState
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import (
-    AsyncTransactionProducer,
+    AsyncRocketMQTransactionProducer,
     BrokerUnavailable,
     InvalidArgument,
     LocalTransactionState,
     Message,
     PullConsumer,
     ResolutionConflict,
+    RocketMQTransactionProducer,
     TransactionListener,
-    TransactionProducer,
 )
 from producer_sdk import TransactionState as SdkState
 from producer_sdk.errors import from_item_error
@@ -34,7 +34,9 @@ def committed_bodies(broker) -> list[bytes]:
 
 
 def test_a_committed_message_is_readable_once_with_its_fields(broker):
-    with TransactionProducer(group="orders-svc", broker=broker.address, listener=ScriptedListener()) as producer:
+    with RocketMQTransactionProducer(
+        group="orders-svc", broker=broker.address, listener=ScriptedListener()
+    ) as producer:
         result = producer.send_message_in_transaction(
             Message(topic="orders", body=b"o-1", keys=["o-1"], tags="created", properties={"a": "b"})
         )
@@ -51,7 +53,9 @@ def test_a_committed_message_is_readable_once_with_its_fields(broker):
 
 
 def test_a_rolled_back_message_is_never_readable(broker):
-    with TransactionProducer(group="g", broker=broker.address, listener=ScriptedListener("ROLLBACK")) as producer:
+    with RocketMQTransactionProducer(
+        group="g", broker=broker.address, listener=ScriptedListener("ROLLBACK")
+    ) as producer:
         result = producer.send_message_in_transaction(Message(topic="orders", body=b"gone"))
     assert result.state is SdkState.ROLLED_BACK
     assert committed_bodies(broker) == []
@@ -59,7 +63,9 @@ def test_a_rolled_back_message_is_never_readable(broker):
 
 
 def test_a_half_message_is_invisible_until_committed(broker):
-    with TransactionProducer(group="g", broker=broker.address, listener=ScriptedListener("UNKNOWN")) as producer:
+    with RocketMQTransactionProducer(
+        group="g", broker=broker.address, listener=ScriptedListener("UNKNOWN")
+    ) as producer:
         result = producer.send_message_in_transaction(Message(topic="orders", body=b"later"))
     assert result.state is SdkState.PENDING
     assert committed_bodies(broker) == []
@@ -74,7 +80,7 @@ def test_an_exception_in_the_local_transaction_counts_as_unknown(broker):
         def check_local_transaction(self, msg):
             return LocalTransactionState.UNKNOWN
 
-    with TransactionProducer(group="g", broker=broker.address, listener=Failing()) as producer:
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=Failing()) as producer:
         result = producer.send_message_in_transaction(Message(topic="orders", body=b"x"))
     assert (result.local_state, result.state) == (LocalTransactionState.UNKNOWN, SdkState.PENDING)
 
@@ -163,7 +169,7 @@ def test_a_late_client_commit_after_the_checks_commit_leaves_one_copy(broker, cl
             return LocalTransactionState.COMMIT if local_done.is_set() else LocalTransactionState.UNKNOWN
 
     with (
-        TransactionProducer(group="g", broker=broker.address, listener=SlowCommit()) as producer,
+        RocketMQTransactionProducer(group="g", broker=broker.address, listener=SlowCommit()) as producer,
         ThreadPoolExecutor(1) as pool,
     ):
         sending = pool.submit(producer.send_message_in_transaction, Message(topic="orders", body=b"once"))
@@ -197,7 +203,7 @@ def test_the_sdk_raises_resolution_conflict_for_a_discarded_transaction(broker, 
             return LocalTransactionState.UNKNOWN
 
     with (
-        TransactionProducer(group="g", broker=broker.address, listener=DiscardFirst()) as producer,
+        RocketMQTransactionProducer(group="g", broker=broker.address, listener=DiscardFirst()) as producer,
         pytest.raises(ResolutionConflict, match="DISCARDED"),
     ):
         producer.send_message_in_transaction(Message(topic="orders", body=b"late"))
@@ -213,7 +219,9 @@ def test_the_async_producer_accepts_async_listener_methods(broker):
             return LocalTransactionState.UNKNOWN
 
     async def scenario():
-        async with AsyncTransactionProducer(group="g", broker=broker.address, listener=AsyncListener()) as producer:
+        async with AsyncRocketMQTransactionProducer(
+            group="g", broker=broker.address, listener=AsyncListener()
+        ) as producer:
             return await asyncio.gather(
                 producer.send_message_in_transaction(Message(topic="orders", body=b"a"), "yes"),
                 producer.sendMessageInTransaction(Message(topic="orders", body=b"b"), "no"),
@@ -230,14 +238,14 @@ def test_the_first_resolution_wins_in_the_store(broker, stub):
     assert broker.broker.store.transaction(txid).state is TransactionState.ROLLED_BACK
 
 
-def test_a_producer_with_an_invalid_group_is_refused_at_start(broker):
+def test_a_producer_with_an_invalid_group_is_refused_when_made(broker):
     with pytest.raises(InvalidArgument, match="producer group"):
-        TransactionProducer(group="not a group", broker=broker.address, listener=ScriptedListener()).start()
+        RocketMQTransactionProducer(group="not a group", broker=broker.address, listener=ScriptedListener())
 
 
-def test_a_producer_without_a_broker_fails_to_start_with_broker_unavailable():
+def test_a_producer_without_a_broker_fails_to_be_made_with_broker_unavailable():
     with pytest.raises(BrokerUnavailable):
-        TransactionProducer(group="g", broker="127.0.0.1:1", listener=ScriptedListener(), timeout=0.5).start()
+        RocketMQTransactionProducer(group="g", broker="127.0.0.1:1", listener=ScriptedListener(), timeout=0.5)
 
 
 def test_a_check_answered_before_its_round_records_it_still_says_so_on_the_committed_message(broker, tmp_path):

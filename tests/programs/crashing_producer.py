@@ -10,7 +10,7 @@ import sqlite3
 import sys
 import time
 
-from producer_sdk import LocalTransactionState, Message, TransactionListener, TransactionProducer
+from producer_sdk import LocalTransactionState, Message, RocketMQTransactionProducer, TransactionListener
 
 
 class Orders(TransactionListener):
@@ -31,5 +31,5 @@ class Orders(TransactionListener):
 
 if __name__ == "__main__":
     broker, group, db = sys.argv[1:4]
-    with TransactionProducer(group=group, broker=broker, listener=Orders(db)) as producer:
+    with RocketMQTransactionProducer(group=group, broker=broker, listener=Orders(db)) as producer:
         producer.send_message_in_transaction(Message(topic="orders", body=b"order-1", keys=["order-1"]))
