@@ -221,9 +221,11 @@ public class Rmq5Java {
         Map<String, Object> delay() throws Exception {
             String topic = prefix + "-delayed";
             try (SimpleConsumer reader = consumer(prefix + "-readers", topic, "*")) {
-                long due = (System.currentTimeMillis() / 1000 + DELAY) * 1000;
+                long due;
                 SendReceipt receipt;
                 try (Producer sender = producer(topic, null)) {
+                    // once the producer is up: on a busy machine its start alone can take DELAY seconds
+                    due = (System.currentTimeMillis() / 1000 + DELAY) * 1000;
                     Message message = provider.newMessageBuilder()
                         .setTopic(topic)
                         .setTag("reminder")
