@@ -9,12 +9,8 @@ times, the broker's node id and port) is masked before the comparison; see ``nor
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +20,7 @@ from halfmq_peers import kafka
 from halfmq_peers.java import java_program
 from halfmq_testing import EmbeddedBroker
 from halfmq_testing.peers import RunningPeer
-from tests.conformance.judge import judge
+from tests.conformance.judge import judge_steps
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -235,21 +231,10 @@ def tools_program() -> list[str]:
     return java_program(PROGRAM, kafka.TOOLS_ARTIFACTS)
 
 
-def run_steps(command: list[str], bootstrap: str, prefix: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    script = json.dumps(steps).replace("P-", f"{prefix}-")
-    ran = subprocess.run([*command, bootstrap], input=script, capture_output=True, text=True, timeout=600)
-    assert ran.returncode == 0, f"the tools against {bootstrap} failed:\n{ran.stderr[-4000:]}"
-    outputs: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1])
-    return {name: normalized(name, output, prefix) for name, output in outputs.items()}
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_tools_print_what_they_print_against_the_real_kafka(
     scenario: str, halfmq_kafka: EmbeddedBroker, kafka_peer: RunningPeer, tools_program: list[str]
 ) -> None:
-    prefix = f"{scenario}-{uuid.uuid4().hex[:8]}"
     steps = SCENARIOS[scenario]
-    with ThreadPoolExecutor(2) as both:
-        ours = both.submit(run_steps, tools_program, halfmq_kafka.kafka_bootstrap, prefix, steps)
-        theirs = both.submit(run_steps, tools_program, kafka_peer.endpoints["bootstrap"], prefix, steps)
-        judge("kafka-tools", scenario, "kafka-tools", ours.result(), theirs.result())
+    judge_steps("kafka-tools", scenario, "kafka-tools", tools_program, steps, normalized, halfmq_kafka.kafka_bootstrap,
+                kafka_peer.endpoints["bootstrap"])  # fmt: skip

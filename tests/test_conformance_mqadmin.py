@@ -11,12 +11,8 @@ ports, times, the broker's name, load and store figures) is masked before the co
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +22,7 @@ from halfmq_peers import rocketmq
 from halfmq_peers.java import java_program
 from halfmq_testing import EmbeddedBroker
 from halfmq_testing.peers import RunningPeer
-from tests.conformance.judge import judge
+from tests.conformance.judge import judge_steps
 from tests.test_conformance_rocketmq import alike
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -134,21 +130,10 @@ def mqadmin_program() -> list[str]:
     return java_program(PROGRAM, TOOLS_ARTIFACTS)
 
 
-def run_steps(command: list[str], namesrv: str, prefix: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    script = json.dumps(steps).replace("P-", f"{prefix}-")
-    ran = subprocess.run([*command, namesrv], input=script, capture_output=True, text=True, timeout=600)
-    assert ran.returncode == 0, f"mqadmin against {namesrv} failed:\n{ran.stderr[-4000:]}"
-    outputs: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1])
-    return {name: normalized(name, output, prefix) for name, output in outputs.items()}
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_mqadmin_prints_what_it_prints_against_the_real_rocketmq(
     scenario: str, halfmq_namesrv: EmbeddedBroker, rocketmq_peer: RunningPeer, mqadmin_program: list[str]
 ) -> None:
-    prefix = f"{scenario}-{uuid.uuid4().hex[:8]}"
     steps = SCENARIOS[scenario]
-    with ThreadPoolExecutor(2) as both:
-        ours = both.submit(run_steps, mqadmin_program, halfmq_namesrv.namesrv_endpoint, prefix, steps)
-        theirs = both.submit(run_steps, mqadmin_program, rocketmq_peer.endpoints["namesrv"], prefix, steps)
-        judge("rocketmq-tools", scenario, "mqadmin", ours.result(), theirs.result())
+    judge_steps("rocketmq-tools", scenario, "mqadmin", mqadmin_program, steps, normalized,
+                halfmq_namesrv.namesrv_endpoint, rocketmq_peer.endpoints["namesrv"])  # fmt: skip

@@ -11,7 +11,8 @@ import json
 import os
 import subprocess
 import tomllib
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
@@ -99,4 +100,31 @@ def judge_program(
     with ThreadPoolExecutor(2) as both:
         ours = both.submit(outcome, command, halfmq, prefix, scenario)
         theirs = both.submit(outcome, command, real, prefix, scenario)
+        judge(protocol, scenario, client, ours.result(), theirs.result())
+
+
+Normalize = Callable[[str, dict[str, Any], str], dict[str, Any]]
+
+
+def steps_outcome(
+    command: Sequence[str], endpoint: str, prefix: str, steps: Sequence[Mapping[str, Any]], normalized: Normalize
+) -> dict[str, Any]:
+    """What a tools program (KafkaTools.java, MqAdmin.java) printed for each step, run against
+    ``endpoint`` with ``P-`` in the steps made the run's ``prefix``, each step ``normalized``."""
+    script = json.dumps(list(steps)).replace("P-", f"{prefix}-")
+    ran = subprocess.run([*command, endpoint], input=script, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, f"the tools against {endpoint} failed:\n{ran.stderr[-4000:]}"
+    outputs: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1])
+    return {name: normalized(name, output, prefix) for name, output in outputs.items()}
+
+
+def judge_steps(
+    protocol: str, scenario: str, client: str, command: Sequence[str], steps: Sequence[Mapping[str, Any]],
+    normalized: Normalize, halfmq: str, real: str,
+) -> None:  # fmt: skip
+    """Run a scenario's tool steps against halfmq's endpoint and the real broker's at once, and judge."""
+    prefix = f"{scenario}-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(2) as both:
+        ours = both.submit(steps_outcome, command, halfmq, prefix, steps, normalized)
+        theirs = both.submit(steps_outcome, command, real, prefix, steps, normalized)
         judge(protocol, scenario, client, ours.result(), theirs.result())
