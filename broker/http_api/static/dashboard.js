@@ -180,9 +180,12 @@ function messageRow(m) {
     `<td>${escape(m.body.slice(0, 60))}</td></tr>`;
 }
 
+let search = 0;  // the newest search: an older one's answer, arriving late, is dropped
+
 async function findMessages(event) {
   event.preventDefault();
-  const topic = $("message-topic").value, query = $("message-query").value.trim();
+  const topic = $("message-topic").value, query = $("message-query").value.trim(), mine = ++search;
+  $("message-status").textContent = "searching…";
   try {
     let messages;
     if (query) {
@@ -197,10 +200,11 @@ async function findMessages(event) {
       $("message-status").textContent = "name a topic, a key or a message id";
       return;
     }
+    if (mine !== search) return;
     $("message-status").textContent = `${messages.length} found`;
     $("message-rows").innerHTML = messages.length ? messages.map(messageRow).join("") : '<tr><td colspan="9" class="muted">none</td></tr>';
   } catch (error) {
-    $("message-status").textContent = String(error);
+    if (mine === search) $("message-status").textContent = String(error);
   }
 }
 
