@@ -36,6 +36,11 @@ _BROKER_ARTIFACTS = (f"org.apache.kafka:kafka_2.13:{VERSION}", *_LOGGING)
 # fetch, made only when tools_classpath is asked for.
 TOOLS_ARTIFACTS = (f"org.apache.kafka:kafka-tools:{VERSION}", *_LOGGING)
 
+# Spark's Kafka connector for the installed Spark's Scala, which reads this Kafka and halfmq's
+# Kafka port alike. Spark 4.3.0's own build of it is not on Maven Central; 4.2.0's runs on Spark
+# 4.3.0 (tests/test_spark_kafka_connector.py).
+SPARK_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+
 NODE_ID = 1
 HEAP_MB = 512  # the launcher's default is 1 GB; the whole process's RSS measured 340-375 MB with 512
 # Measured on 2 cores: 4 to 6 s from the JVM's start to answering, 8 to 16 s with a load average

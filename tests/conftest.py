@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from halfmq_peers.kafka import SPARK_CONNECTOR
 from tests.support import BrokerThread, FakeClock, broker_settings
 
 # Every Spark JVM of the run, in-process sessions, job programs and the docs' blocks alike, reads
@@ -29,9 +30,6 @@ def broker(tmp_path: Path, clock: FakeClock) -> Iterator[BrokerThread]:
 
 
 _SPARK: dict[str, Any] = {}
-# Spark's Kafka connector for the installed Spark's Scala. Spark 4.3.0's own is not on Maven
-# Central; 4.2.0's runs on Spark 4.3.0 (tests/test_spark_kafka_connector.py shows it).
-KAFKA_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 
 
 def _start_spark() -> Any:
@@ -47,7 +45,7 @@ def _start_spark() -> Any:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")  # where the local executors fetch the added jars from
-        .config("spark.jars.packages", KAFKA_CONNECTOR)  # Spark's own Kafka source and sink, fetched by Spark
+        .config("spark.jars.packages", SPARK_CONNECTOR)  # Spark's own Kafka source and sink, fetched by Spark
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -1,0 +1,158 @@
+"""Spark's own Kafka connector beside halfmq's data source, side by side in one run, on the same
+rows, against Apache Kafka (the conformance harness's, ``halfmq_peers.kafka``):
+
+- publish: halfmq's exactly-once sink (``format("halfmq")``), and Spark's Kafka sink (at least
+  once) into halfmq's Kafka port and into Apache Kafka;
+- ingest: ``format("halfmq")`` reading what its sink published, and Spark's Kafka source reading
+  what the Kafka sink published, over halfmq's Kafka port and over Apache Kafka.
+
+    .venv/bin/python -m bench.spark_kafka --rows 200000 --body 1024 --rounds 2
+
+The input is ``--files`` Parquet files of ``--rows`` rows (a body of ``--body`` bytes and a key
+each), published as a stream, one file per micro-batch, to a fresh topic of 4 partitions on each
+side; each topic is then read whole by a streaming query (``availableNow``, ``noop`` sink). Round 0
+warms the JVM and the workers and is not recorded; then ``--rounds`` rounds, each side in turn.
+Spark runs ``local[2]``; the broker flushes as Kafka does by default (``--flush async``, left to
+the OS), so both keep what they acknowledged in the page cache.
+
+Goals: halfmq's source at least 1.0x Spark's Kafka source on Apache Kafka; halfmq's exactly-once
+sink at least 0.5x Spark's Kafka sink into Apache Kafka.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # exported untyped
+
+from bench.spark_ingest import spark_ingest
+from bench.spark_sink import write_input
+from bench.txn import start_broker
+from halfmq_peers.jvm import free_port
+from halfmq_peers.kafka import SPARK_CONNECTOR, Kafka
+
+PARTITIONS = 4
+PUBLISH = ("halfmq exactly-once", "kafka sink -> halfmq", "kafka sink -> Apache Kafka")
+INGEST = ("halfmq source", "kafka source <- halfmq", "kafka source <- Apache Kafka")
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        future.result()
+
+
+def publish(spark: Any, source: Path, work: Path, topic: str, *, address: str | None, bootstrap: str | None) -> float:
+    """Publish the input to ``topic`` through halfmq's sink (``address``) or Spark's Kafka sink
+    (``bootstrap``); wall-clock seconds to the query's end."""
+    frame = spark.readStream.schema("body binary, keys string").option("maxFilesPerTrigger", 1).parquet(str(source))
+    if address is not None:
+        writer = (frame.writeStream.format("halfmq").option("broker", address).option("topic", topic)
+                  .option("deliveryGuarantee", "exactly-once"))  # fmt: skip
+    else:
+        writer = (frame.selectExpr("keys as key", "body as value").writeStream.format("kafka")
+                  .option("kafka.bootstrap.servers", bootstrap).option("topic", topic))  # fmt: skip
+    began = time.perf_counter()
+    query = writer.option("checkpointLocation", str(work / f"publish-{topic}")).trigger(availableNow=True).start()
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    return time.perf_counter() - began
+
+
+def kafka_ingest(spark: Any, bootstrap: str, topic: str, work: Path) -> tuple[int, float]:
+    began = time.perf_counter()
+    query = (
+        spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+        .option("startingOffsets", "earliest").option("kafka.isolation.level", "read_committed").load()
+        .writeStream.format("noop").trigger(availableNow=True)
+        .option("checkpointLocation", str(work / f"ingest-{bootstrap.replace(':', '_')}-{topic}")).start()
+    )  # fmt: skip
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    return sum(p["numInputRows"] for p in query.recentProgress), time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--body", type=int, default=1024)
+    parser.add_argument("--files", type=int, default=10, help="input files, one micro-batch each")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="halfmq-bench-spark-kafka-"))
+    kafka_port = free_port()
+    broker, address = start_broker(work / "data", "--flush", "async", "--kafka-port", str(kafka_port))
+    ours = f"127.0.0.1:{kafka_port}"
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    import spark_consumer
+
+    rates: dict[str, list[float]] = {name: [] for name in (*PUBLISH, *INGEST)}
+    with Kafka(work / "kafka") as kafka:
+        theirs = kafka.endpoints["bootstrap"]
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.jars.packages", SPARK_CONNECTOR)
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        spark_consumer.register(spark)
+        try:
+            write_input(spark, work / "input", args.rows, args.files, args.body)
+            for n in range(args.rounds + 1):
+                eo, ks = f"eo{n}", f"ks{n}"
+                create_topic(ours, eo)
+                create_topic(ours, ks)
+                create_topic(theirs, ks)
+                seconds = {
+                    PUBLISH[0]: publish(spark, work / "input", work, eo, address=address, bootstrap=None),
+                    PUBLISH[1]: publish(spark, work / "input", work, ks, address=None, bootstrap=ours),
+                    PUBLISH[2]: publish(spark, work / "input", work / "theirs", ks, address=None, bootstrap=theirs),
+                }
+                read = {
+                    INGEST[0]: spark_ingest(spark, "halfmq", address, eo),
+                    INGEST[1]: kafka_ingest(spark, ours, ks, work),
+                    INGEST[2]: kafka_ingest(spark, theirs, ks, work),
+                }
+                for name, (rows, _) in read.items():
+                    if rows != args.rows:
+                        raise RuntimeError(f"{name} read {rows} rows of {args.rows}")
+                if n:  # round 0 warms up
+                    for name, elapsed in seconds.items():
+                        rates[name].append(args.rows / elapsed)
+                    for name, (rows, elapsed) in read.items():
+                        rates[name].append(rows / elapsed)
+        finally:
+            spark.stop()
+            broker.terminate()
+            broker.wait()
+    subprocess.run(["rm", "-rf", str(work)], check=False)
+    print(f"config: rows={args.rows} body={args.body}B files={args.files} rounds={args.rounds} local[2]"
+          f" partitions={PARTITIONS} cpus={os.cpu_count()} connector={SPARK_CONNECTOR}")  # fmt: skip
+    for name, figures in rates.items():
+        print(
+            f"{name + ':':<30} {' / '.join(f'{r:,.0f}' for r in figures)} rows/s, mean {statistics.mean(figures):,.0f}"
+        )
+    mean = {name: statistics.mean(figures) for name, figures in rates.items()}
+    print(f"ratio halfmq source / kafka source <- Apache Kafka: {mean[INGEST[0]] / mean[INGEST[2]]:.2f} (goal: 1.0)")
+    print(
+        f"ratio halfmq exactly-once / kafka sink -> Apache Kafka: {mean[PUBLISH[0]] / mean[PUBLISH[2]]:.2f} (goal: 0.5)"
+    )
+
+
+if __name__ == "__main__":
+    main()
