@@ -459,3 +459,24 @@ def test_a_kafka_admin_deletes_a_group_once_it_has_no_live_member(broker):
     assert "g1" not in {g for g, *_ in broker.run(broker.broker.messaging.committed_offsets())}
     with pytest.raises(Exception, match="GROUP_ID_NOT_FOUND"):
         admin.delete_consumer_groups(["g1"])["g1"].result(timeout=10)
+
+
+def test_a_topic_s_configs_show_its_own_retention_and_otherwise_the_broker_s(broker):
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    httpx.post(f"{broker.http}/topics", json={"name": "kept", "queues": 1, "retention_seconds": 90}).raise_for_status()
+    httpx.post(
+        f"{broker.http}/topics", json={"name": "forever", "queues": 1, "retention_seconds": 0}
+    ).raise_for_status()
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}"})
+    described = {}
+    for name in ("kept", "forever", "orders"):
+        (future,) = admin.describe_configs([ConfigResource("topic", name)]).values()
+        entry = future.result(timeout=10)["retention.ms"]
+        described[name] = (entry.value, ConfigSource(entry.source), entry.is_default)
+    broker_ms = str(round(broker.broker.settings.retention * 1000))
+    assert described == {
+        "kept": ("90000", ConfigSource.DYNAMIC_TOPIC_CONFIG, False),
+        "forever": ("-1", ConfigSource.DYNAMIC_TOPIC_CONFIG, False),
+        "orders": (broker_ms, ConfigSource.DEFAULT_CONFIG, True),
+    }

@@ -14,27 +14,28 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 
 from broker.config import Settings
 from broker.errors import GroupNotEmpty, GroupNotFound, HalfmqError, InvalidArgument
+from broker.kafka_api.codes import error_code
 from broker.messaging import MessagingService
 from broker.operators import OperatorService
 
 TOPIC, BROKER = 2, 4  # Kafka's config resource types
-STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5  # Kafka's config sources
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5  # Kafka's config sources
 BROKERS_ENDPOINT = 1  # DescribeCluster's endpoint type of a broker listener
 
 
 @dataclass(frozen=True)
 class Config:
-    """A setting in Kafka's name, with halfmq's value; ``default`` unless the operator set it."""
+    """A setting in Kafka's name, with halfmq's value and where it comes from (Kafka's source)."""
 
     name: str
     value: str
-    default: bool
+    source: int = DEFAULT_CONFIG
 
 
 @dataclass(frozen=True)
 class KafkaConfigs:
-    """What DescribeConfigs reports: every topic's settings (halfmq's are broker-wide) and the
-    broker's. None can be altered through Kafka's APIs: they are read-only."""
+    """What DescribeConfigs reports: a topic's settings (the broker's, but for a topic's own
+    retention) and the broker's. None can be altered through Kafka's APIs: they are read-only."""
 
     topic: tuple[Config, ...]
     broker: tuple[Config, ...]
@@ -44,23 +45,24 @@ class KafkaConfigs:
         defaults = {f.name: f.default for f in fields(Settings)}
 
         def setting(name: str, field: str, value: str) -> Config:
-            return Config(name, value, getattr(settings, field) == defaults[field])
+            given = getattr(settings, field) != defaults[field]
+            return Config(name, value, STATIC_BROKER_CONFIG if given else DEFAULT_CONFIG)
 
         retention_ms = str(round(settings.retention * 1000))
         max_bytes = str(settings.max_body_bytes)
         return cls(
             topic=(
-                Config("cleanup.policy", "delete", True),
+                Config("cleanup.policy", "delete"),
                 setting("max.message.bytes", "max_body_bytes", max_bytes),
-                Config("min.insync.replicas", "1", True),
+                Config("min.insync.replicas", "1"),
                 setting("retention.ms", "retention", retention_ms),
             ),
             broker=(
                 setting("auto.create.topics.enable", "auto_create_topics", str(settings.auto_create_topics).lower()),
                 setting("log.retention.ms", "retention", retention_ms),
                 setting("message.max.bytes", "max_body_bytes", max_bytes),
-                Config("node.id", str(node_id), True),
-                Config("num.partitions", str(partitions), True),
+                Config("node.id", str(node_id)),
+                Config("num.partitions", str(partitions)),
             ),
         )
 
@@ -91,7 +93,7 @@ class KafkaAdmin:
             try:
                 configs = self._resource_configs(resource.resource_type, resource.resource_name)
             except HalfmqError as exc:
-                code, message = _describe_error(exc), str(exc)
+                code, message = error_code(exc), str(exc)
             wanted = resource.configuration_keys
             results.append(
                 DescribeConfigsResponse.DescribeConfigsResult(
@@ -106,8 +108,11 @@ class KafkaAdmin:
 
     def _resource_configs(self, resource_type: int, name: str) -> Sequence[Config]:
         if resource_type == TOPIC:
-            self._messaging.queue_count(name)  # raises for a topic that is not there
-            return self._configs.topic
+            retention = self._messaging.topic(name).retention  # raises for a topic that is not there
+            if retention is None:
+                return self._configs.topic
+            own = Config("retention.ms", str(round(retention * 1000)) if retention else "-1", DYNAMIC_TOPIC_CONFIG)
+            return tuple(own if c.name == own.name else c for c in self._configs.topic)
         if resource_type == BROKER:
             if name not in ("", str(self._node_id)):
                 raise InvalidArgument(
@@ -175,14 +180,8 @@ class KafkaAdmin:
 
 
 def _entry(config: Config) -> Any:
-    source = DEFAULT_CONFIG if config.default else STATIC_BROKER_CONFIG
     return DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult(
-        name=config.name, value=config.value, read_only=True, config_source=source, is_default=config.default,
+        name=config.name, value=config.value, read_only=True, config_source=config.source,
+        is_default=config.source == DEFAULT_CONFIG,
         is_sensitive=False, synonyms=[], config_type=0, documentation=None,
     )  # fmt: skip
-
-
-def _describe_error(exc: HalfmqError) -> int:
-    if isinstance(exc, InvalidArgument):
-        return int(kerr.InvalidRequestError.errno)
-    return int(kerr.UnknownTopicOrPartitionError.errno)
