@@ -2,8 +2,8 @@
 become the broker's columns (``table_calls``), and pulled columns become record batches
 (``record_batch``).
 
-Only keys and properties other than none (and, sending, one key of printable ASCII) are turned
-into or out of JSON one message at a time.
+Only keys other than none or one key of printable ASCII are turned into or out of JSON one
+message at a time; pulled properties are parsed once for each distinct set.
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ def record_batch(topic: str, queue_id: int, reply: pb.PullColumnsResponse) -> pa
         _int64s(reply.queue_offsets, count),
         _packed(pa.string(), reply.message_ids, count),
         _packed(pa.string(), reply.transaction_ids, count),
-        _json_column(reply.keys, count, KEYS, lambda text: json.loads(text)),
+        _keys(reply.keys, count),
         _packed(pa.string(), reply.tags, count),
-        _json_column(reply.properties, count, PROPERTIES, lambda text: list(json.loads(text).items())),
+        _properties(reply.properties, count),
         _packed(pa.binary(), reply.bodies, count),
         _timestamps(reply.born_timestamps, count),
         _timestamps(reply.store_timestamps, count),
@@ -95,16 +95,28 @@ def _repeated(value: bytes, count: int) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(value * count)])
 
 
-def _json_column(column: pb.PackedColumn, count: int, kind: pa.DataType, parse: Callable[[bytes], object]) -> pa.Array:
-    """A keys or properties column: sent empty, every message has none (the common case); else parsed."""
+def _keys(column: pb.PackedColumn, count: int) -> pa.Array:
+    """The keys column: sent empty, no message has one (the common case); each message with none
+    or one key of printable ASCII, cut out of its JSON as a column; else parsed one at a time."""
     if not column.offsets:
         offsets = pa.py_buffer(bytes(4 * (count + 1)))
-        if kind == KEYS:
-            return pa.Array.from_buffers(kind, count, [None, offsets], children=[pa.array([], pa.string())])
-        return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), count + 1, [None, offsets]),
-                                       pa.array([], pa.string()), pa.array([], pa.string()))  # fmt: skip
-    texts = _packed(pa.binary(), column, count).to_pylist()
-    return pa.array([parse(text) for text in texts], kind)
+        return pa.Array.from_buffers(KEYS, count, [None, offsets], children=[pa.array([], pa.string())])
+    texts = _packed(pa.string(), column, count)
+    if not pc.all(pc.match_substring_regex(texts, _NONE_OR_ONE_KEY)).as_py():
+        return pa.array([json.loads(text) for text in texts.to_pylist()], KEYS)
+    one = pc.greater(pc.binary_length(texts), 2)
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(one.cast(pa.int32()))])
+    return pa.ListArray.from_arrays(offsets, pc.utf8_slice_codeunits(pc.filter(texts, one), 2, -2))
+
+
+def _properties(column: pb.PackedColumn, count: int) -> pa.Array:
+    """The properties column: sent empty, no message has any; else each distinct set parsed once."""
+    if not column.offsets:
+        offsets = pa.Array.from_buffers(pa.int32(), count + 1, [None, pa.py_buffer(bytes(4 * (count + 1)))])
+        return pa.MapArray.from_arrays(offsets, pa.array([], pa.string()), pa.array([], pa.string()))
+    texts = _packed(pa.binary(), column, count).dictionary_encode()
+    distinct = pa.array([list(json.loads(text).items()) for text in texts.dictionary.to_pylist()], PROPERTIES)
+    return distinct.take(texts.indices)
 
 
 # What a table may hold, and the types each column may have (nullability aside; large_ types too).
@@ -125,6 +137,7 @@ _SUFFIXES = pa.StringArray.from_buffers(
     pa.py_buffer("".join(f"{i:04x}" for i in range(MAX_CALL_MESSAGES)).encode()),
 )
 _ONE_KEY = r"^[ !#-\[\]-~]+$"  # a key whose JSON is '["' + key + '"]' (RE2 compiles counted repeats slowly)
+_NONE_OR_ONE_KEY = r'^\[("[ !#-\[\]-~]+")?\]$'  # '[]', or one such key's JSON
 
 
 def check_table(table: pa.Table | pa.RecordBatch) -> None:

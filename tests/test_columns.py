@@ -24,9 +24,15 @@ messages = st.lists(
     st.fixed_dictionaries(
         {
             "body": st.one_of(st.just(b""), st.binary(max_size=2048)),
-            "keys": st.lists(text.filter(bool), max_size=3),
+            # Several keys of any text, or at most one of printable ASCII ('"' and '\\' among it),
+            # which the columnar pull cuts out of its JSON as a column.
+            "keys": st.one_of(
+                st.lists(text.filter(bool), max_size=3),
+                st.lists(st.from_regex(r"[ -~]{1,6}", fullmatch=True), max_size=1),
+            ),
             "tags": text.filter(lambda t: "|" not in t),
-            "properties": st.dictionaries(names, text, max_size=3),
+            # Properties the messages often share, which the columnar pull parses once.
+            "properties": st.one_of(st.dictionaries(names, text, max_size=3), st.sampled_from([{}, {"k": "v"}])),
         }
     ),
     min_size=1,
