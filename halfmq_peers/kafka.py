@@ -126,6 +126,16 @@ rootLogger.appenderRef.err.ref = err
 """
 
 
+def broker_classpath() -> str:
+    """The classpath of the Kafka node, fetched from Maven Central on first use."""
+    return maven.classpath(f"kafka-{VERSION}", _BROKER_ARTIFACTS)
+
+
+def tools_jars() -> str:
+    """The classpath of Kafka's command-line tools, same version, fetched on first use."""
+    return maven.classpath(f"kafka-tools-{VERSION}", TOOLS_ARTIFACTS)
+
+
 class Kafka:
     """Apache Kafka in KRaft mode: one combined broker and controller, on free ports, with a data
     directory of its own under ``workdir``.
@@ -172,7 +182,7 @@ class Kafka:
         conf = self.workdir / "tools-conf"
         conf.mkdir(parents=True, exist_ok=True)
         (conf / "log4j2.properties").write_text(_TOOLS_LOG4J)
-        return f"{conf}{os.pathsep}{maven.classpath(f'kafka-tools-{VERSION}', TOOLS_ARTIFACTS)}"
+        return f"{conf}{os.pathsep}{tools_jars()}"
 
     def start(self) -> Kafka:
         """Fetch Kafka (once per machine), format ``data/`` unless an earlier start did, start
@@ -182,7 +192,7 @@ class Kafka:
         START_TIMEOUT seconds, with the log's end."""
         if self._jvm is not None and self._jvm.alive():
             return self
-        classpath = maven.classpath(f"kafka-{VERSION}", _BROKER_ARTIFACTS)
+        classpath = broker_classpath()
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self._ports is None:
             self._ports = (free_port(), free_port())

@@ -81,6 +81,11 @@ _PROXY_PLACEMENT = frozenset(
 )
 
 
+def broker_classpath() -> str:
+    """The classpath of the name server, broker, proxy and tools, fetched from Maven Central on first use."""
+    return maven.classpath(f"rocketmq-{VERSION}", _ARTIFACTS)
+
+
 class RocketMQ:
     """Apache RocketMQ 5: a name server and a broker with its proxy in local mode (one JVM), on
     free ports, with a data directory of its own under ``workdir``.
@@ -148,7 +153,7 @@ class RocketMQ:
             return self
         self.stop()
         protocol.load()  # the ready check's gRPC call needs the client's modules: fail now, not at the timeout
-        self._classpath = maven.classpath(f"rocketmq-{VERSION}", _ARTIFACTS)
+        self._classpath = broker_classpath()
         self.workdir.mkdir(parents=True, exist_ok=True)
         ports = self._ports = self._ports or _choose_ports()
         self.endpoints = {
