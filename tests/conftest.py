@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ def _start_spark() -> Any:
 
     import spark_consumer
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("halfmq-tests")
         .config("spark.ui.enabled", "false")
@@ -46,8 +48,12 @@ def _start_spark() -> Any:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")  # where the local executors fetch the added jars from
         .config("spark.jars.packages", SPARK_CONNECTOR)  # Spark's own Kafka source and sink, fetched by Spark
-        .getOrCreate()
     )
+    # Ivy fetches the packages into one cache per user, and two JVMs filling an empty one at once
+    # break each other's downloads (on a fresh machine both workers' JVMs exited): one at a time.
+    with (Path(tempfile.gettempdir()) / "halfmq-spark-packages.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     spark_consumer.register(session)
     return session
