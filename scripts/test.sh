@@ -12,13 +12,15 @@ if [ $# -gt 0 ]; then
 fi
 # The conformance suite runs after the rest, on its own: its real brokers and clients would take
 # the cores that the tests bounding what the store takes under load want. Meanwhile the real
-# brokers' jars, the Java client programs and the Go client's modules download (network, not
-# cores), so that on a fresh machine no test waits on them. Its scenarios spread over the workers
-# by client (tests/conftest.py groups them), not by file, and over four workers, not two: they
-# spend half their time waiting on the brokers' timers.
-.venv/bin/python -m tests.conformance.fetch > .venv/fetch.log 2>&1 &
+# brokers' jars, the Java client programs and the Go client's modules download, and the programs
+# and the Go client compile into their caches, at a low priority, so that on a fresh machine no
+# test waits on them. Its scenarios spread over the workers by client (tests/conftest.py groups
+# them), not by file, and over four workers, not two: they spend half their time waiting on the
+# brokers' timers.
+nice -n 10 .venv/bin/python -m tests.conformance.fetch > .venv/fetch.log 2>&1 &
 if command -v go >/dev/null; then
-  (cd tests/conformance/programs/rmq_classic_go && go mod download) > .venv/go-mod-download.log 2>&1 &
+  (cd tests/conformance/programs/rmq_classic_go && go mod download && nice -n 10 go build -buildvcs=false -o /dev/null .) \
+    > .venv/go-mod-download.log 2>&1 &
 fi
 # The three-minute disk soak mostly waits on its own steady load, so it runs beside the conformance
 # suite, in a pytest of its own, rather than holding one of the first phase's two workers.
