@@ -480,3 +480,16 @@ def test_a_topic_s_configs_show_its_own_retention_and_otherwise_the_broker_s(bro
         "forever": ("-1", ConfigSource.DYNAMIC_TOPIC_CONFIG, False),
         "orders": (broker_ms, ConfigSource.DEFAULT_CONFIG, True),
     }
+
+
+def test_a_broker_that_keeps_everything_reports_a_retention_of_minus_one_as_kafka_does(tmp_path):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    broker = BrokerThread(broker_settings(tmp_path / "data", retention=0.0))
+    try:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.broker.kafka_port}"})
+        wanted = {ConfigResource("topic", "orders"): "retention.ms", ConfigResource("broker", "0"): "log.retention.ms"}
+        for resource, future in admin.describe_configs(list(wanted)).items():
+            assert future.result(timeout=10)[wanted[resource]].value == "-1", "Kafka reads 0 as 'delete at once'"
+    finally:
+        broker.stop()

@@ -48,7 +48,7 @@ class KafkaConfigs:
             given = getattr(settings, field) != defaults[field]
             return Config(name, value, STATIC_BROKER_CONFIG if given else DEFAULT_CONFIG)
 
-        retention_ms = str(round(settings.retention * 1000))
+        retention_ms = _retention_ms(settings.retention)
         max_bytes = str(settings.max_body_bytes)
         return cls(
             topic=(
@@ -111,7 +111,7 @@ class KafkaAdmin:
             retention = self._messaging.topic(name).retention  # raises for a topic that is not there
             if retention is None:
                 return self._configs.topic
-            own = Config("retention.ms", str(round(retention * 1000)) if retention else "-1", DYNAMIC_TOPIC_CONFIG)
+            own = Config("retention.ms", _retention_ms(retention), DYNAMIC_TOPIC_CONFIG)
             return tuple(own if c.name == own.name else c for c in self._configs.topic)
         if resource_type == BROKER:
             if name not in ("", str(self._node_id)):
@@ -177,6 +177,11 @@ class KafkaAdmin:
             error_message="No Authorizer is configured.",
             resources=[],
         )
+
+
+def _retention_ms(seconds: float) -> str:
+    """A retention in Kafka's terms: milliseconds, or -1 to keep everything, as halfmq's 0 does."""
+    return str(round(seconds * 1000)) if seconds else "-1"
 
 
 def _entry(config: Config) -> Any:
