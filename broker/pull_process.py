@@ -9,7 +9,7 @@ and a read sees every commit that was acknowledged before it began.
 ``PullProcesses`` is the broker's side: it starts ``--pull-processes`` of them, one port each
 (``--pull-port`` and the ports after it, or any free ones), restarts one that dies on the same
 port, and stops them with the broker. ``python -m broker.pull_process`` is a process's own side:
-it serves Pull, PullColumns and GetQueueOffsets with the broker's TLS and token, says
+it serves Pull, PullColumns, ReadColumns and GetQueueOffsets with the broker's TLS and token, says
 ``ready PORT`` on its stdout, and stops when its stdin closes, which is when the broker exits,
 SIGKILL included.
 """

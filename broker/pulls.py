@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 from broker.errors import InvalidArgument, OffsetOutOfRange
 from broker.model import (
@@ -61,14 +61,29 @@ class PullService:
         the next pull starts where a segment does."""
         return await self._pull(self._reads.read_packed, topic, queue_id, offset, max_messages)
 
+    async def read_columns(
+        self, topic: str, queue_id: int, offset: int, end: int, max_messages: int
+    ) -> AsyncIterator[PullBatch[QueueColumns | Packed]]:
+        """``pull_columns`` from ``offset`` on, each pull where the last one ended, until one
+        reaches ``end`` or holds no message and does not move (the queue holds nothing more).
+        Raises what ``pull_columns`` raises, and InvalidArgument for ``end`` not above ``offset``."""
+        _check_max_messages(max_messages)
+        if end <= offset:
+            raise InvalidArgument(f"end must be above offset, got offset {offset} and end {end}")
+        while offset < end:
+            batch = await self.pull_columns(topic, queue_id, offset, min(max_messages, end - offset))
+            yield batch
+            if batch.next_offset <= offset:
+                return
+            offset = batch.next_offset
+
     async def _pull(
         self, read: Callable[[str, int, int, int, int], M], topic: str, queue_id: int, offset: int, max_messages: int
     ) -> PullBatch[M]:
         self._check_queue(topic, queue_id)
         if offset < 0:
             raise InvalidArgument(f"offset must be >= 0, got {offset}")
-        if not 1 <= max_messages <= MAX_PULL:
-            raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")
+        _check_max_messages(max_messages)
         messages, (low, high) = await self._reads.query(self._read_with_range, read, topic, queue_id, offset,
                                                         max_messages)  # fmt: skip
         # Retention deletes a queue's oldest messages only, and ``low`` is where it stopped: a read
@@ -104,3 +119,8 @@ class PullService:
 
     def _check_queue(self, topic: str, queue_id: int) -> None:
         check_queue(self.topic(topic), queue_id)
+
+
+def _check_max_messages(max_messages: int) -> None:
+    if not 1 <= max_messages <= MAX_PULL:
+        raise InvalidArgument(f"max_messages must be between 1 and {MAX_PULL}, got {max_messages}")

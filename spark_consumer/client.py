@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import grpc
+import grpc.experimental
 import pyarrow as pa
 
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -25,7 +26,11 @@ from producer_sdk.columns import CALLS_IN_FLIGHT, table_calls
 from producer_sdk.errors import BrokerUnavailable, HalfmqError, from_item_error, from_rpc_error
 from spark_consumer.offsets import Ranges
 
-_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024)]
+_OPTIONS = [
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+    # A streamed call's replies are read in the caller's thread, with no thread of gRPC's beside it.
+    (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, True),
+]
 
 
 @dataclass(frozen=True)
@@ -77,16 +82,27 @@ class BrokerClient:
         return reply
 
     def pull_columns(self, topic: str, queue_id: int, offset: int, max_messages: int) -> pb.PullColumnsResponse:
-        return self.pull_columns_ahead(topic, queue_id, offset, max_messages)()
-
-    def pull_columns_ahead(
-        self, topic: str, queue_id: int, offset: int, max_messages: int
-    ) -> Callable[[], pb.PullColumnsResponse]:
-        """``pull_columns`` sent now, its reply taken by calling what this returns (which raises
-        what ``pull_columns`` would): the broker reads the next range while the caller is busy
-        with the last one."""
         request = pb.PullRequest(topic=topic, queue_id=queue_id, offset=offset, max_messages=max_messages)
-        return self._ahead(self._stub.PullColumns, request)
+        reply: pb.PullColumnsResponse = self._call(self._stub.PullColumns, request)
+        return reply
+
+    def read_columns(
+        self, topic: str, queue_id: int, offset: int, end: int, max_messages: int
+    ) -> Iterator[pb.PullColumnsResponse]:
+        """PullColumns' replies for ``[offset, end)`` on one call (``ReadColumns``): the broker
+        reads the next while the caller takes the last. Stops after the reply that reaches
+        ``end``, or after one that holds nothing and does not move (the queue's end). The
+        timeout is the whole call's, so a caller reads a long range in parts."""
+        request = pb.ReadColumnsRequest(
+            topic=topic, queue_id=queue_id, offset=offset, end=end, max_messages=max_messages
+        )
+        call = self._stub.ReadColumns(request, timeout=self._timeout, wait_for_ready=True, metadata=self._metadata)
+        try:
+            yield from call
+        except grpc.RpcError as exc:
+            raise self._error(exc) from exc
+        finally:
+            call.cancel()
 
     def _ahead(self, rpc: grpc.UnaryUnaryMultiCallable, request: object) -> Callable[[], Any]:
         """``rpc`` called now; its reply taken by calling what this returns, which raises the SDK's

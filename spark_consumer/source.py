@@ -9,7 +9,7 @@ Half, rolled-back and discarded messages are never in a real topic, so never rea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,13 +24,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from halfmq_proto.v1 import halfmq_pb2 as pb
 from producer_sdk.columns import record_batch
 from producer_sdk.errors import OffsetOutOfRange
 from spark_consumer import offsets as off
 from spark_consumer.client import BrokerClient, Connection, shared_client
 from spark_consumer.options import SourceOptions
 from spark_consumer.writer import HalfmqBatchWriter, HalfmqStreamWriter, SinkOptions
+
+READ_PART = 16  # pulls per call: a call's timeout bounds the time to read this many
 
 SCHEMA = (
     "topic string, queue_id int, queue_offset long, message_id string, transaction_id string,"
@@ -69,45 +70,35 @@ def slices(
 
 
 def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
-    """Pull ``[start, end)`` of the queue as columns and yield them as Arrow batches; the same
+    """Read ``[start, end)`` of the queue as columns and yield them as Arrow batches; the same
     slice always yields the same messages, so a replayed micro-batch reads exactly what it read
-    before. Uses this process's channel to the broker, and asks for the next range before
-    yielding a batch, so the broker reads it while Spark takes the batch."""
+    before. Uses this process's channel to the broker, and streams the slice in parts of
+    READ_PART pulls, each on one call, so the broker reads the next pull while Spark takes a
+    batch."""
     broker = shared_client(part.connection)
     where = f"{part.topic}/{part.queue_id}"
-
-    def pull(offset: int) -> Callable[[], pb.PullColumnsResponse] | None:
-        if offset >= part.end:
-            return None
-        return broker.pull_columns_ahead(part.topic, part.queue_id, offset, min(part.fetch_size, part.end - offset))
-
     offset = part.start
-    pending = pull(offset)
-    while pending is not None:
+    while offset < part.end:
+        stop = min(part.end, offset + part.fetch_size * READ_PART)
         try:
-            reply = pending()
+            for reply in broker.read_columns(part.topic, part.queue_id, offset, stop, part.fetch_size):
+                if not reply.count and reply.next_offset <= offset:
+                    if part.fail_on_data_loss:
+                        raise off.DataLoss(
+                            f"{where}: offset {offset} is beyond the newest message (the queue holds"
+                            f" [{reply.min_offset}, {reply.max_offset})); was the broker's store replaced?"
+                            " Set failOnDataLoss=false to skip it"
+                        )
+                    return
+                offset = reply.next_offset
+                if reply.count:  # else only offsets rolled back lay there
+                    batch = record_batch(part.topic, part.queue_id, reply)
+                    # Offsets rolled back are gaps, so a reply may hold messages past the slice's end.
+                    yield batch if offset <= part.end else batch.filter(pc.less(batch["queue_offset"], part.end))
         except OffsetOutOfRange as exc:
             if part.fail_on_data_loss:
                 raise off.DataLoss(f"{where}: {exc}. Set failOnDataLoss=false to skip what is gone") from exc
             offset = broker.ranges((part.topic,))[part.topic][part.queue_id][0]
-            pending = pull(offset)
-            continue
-        if not reply.count and reply.next_offset > offset:  # only offsets rolled back lay there
-            offset = reply.next_offset
-            pending = pull(offset)
-            continue
-        if not reply.count:
-            if part.fail_on_data_loss:
-                raise off.DataLoss(
-                    f"{where}: offset {offset} is beyond the newest message (the queue holds [{reply.min_offset},"
-                    f" {reply.max_offset})); was the broker's store replaced? Set failOnDataLoss=false to skip it"
-                )
-            return
-        batch = record_batch(part.topic, part.queue_id, reply)
-        offset = reply.next_offset
-        pending = pull(offset)
-        # Offsets rolled back are gaps, so a reply may hold messages past the slice's end.
-        yield batch if offset <= part.end else batch.filter(pc.less(batch["queue_offset"], part.end))
 
 
 class HalfmqBatchReader(DataSourceReader):

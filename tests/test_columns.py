@@ -1,5 +1,6 @@
 """The columnar pull (issue 10): PullColumns returns exactly the messages Pull returns, with the
-same offsets and the same byte-budget cut, as Arrow without an object per message."""
+same offsets and the same byte-budget cut, as Arrow without an object per message; ReadColumns
+streams exactly the PullColumns replies of a range."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import itertools
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +17,8 @@ from broker.model import Message
 from broker.store import Store
 from producer_sdk import Message as SdkMessage
 from producer_sdk import Producer, PullConsumer, ReceivedMessage
+from producer_sdk.errors import InvalidArgument, TopicNotFound
+from spark_consumer.client import BrokerClient, Connection
 
 MiB = 1 << 20
 _topic_numbers = itertools.count()
@@ -93,6 +97,40 @@ def test_the_columnar_pull_returns_exactly_what_the_row_pull_returns(broker, sen
                 if not rows.messages:
                     break
                 offset = rows.next_offset
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(count=st.integers(0, 40), offset=st.integers(0, 45), length=st.integers(1, 30), most=st.integers(1, 7))
+def test_a_streamed_read_is_exactly_the_columnar_pulls_of_its_range(broker, count, offset, length, most):
+    """Each reply is the PullColumns reply from where the last one ended; the stream ends with the
+    reply that reaches the range's end, or with an empty one at the queue's end."""
+    topic = f"streamed-{next(_topic_numbers)}"
+    with Producer(broker=broker.address) as producer:
+        producer.create_topic(topic, 1)
+        if count:
+            producer.send_batch([SdkMessage(topic=topic, body=b"m-%d" % i, keys=[f"k{i}"]) for i in range(count)])
+    end = offset + length
+    with BrokerClient(Connection(broker.address)) as client:
+        expected, at = [], offset
+        while at < end:
+            expected.append(client.pull_columns(topic, 0, at, min(most, end - at)))
+            if expected[-1].next_offset <= at:
+                break
+            at = expected[-1].next_offset
+        assert list(client.read_columns(topic, 0, offset, end, most)) == expected
+    assert not expected[-1].count or expected[-1].next_offset >= end
+    assert sum(reply.count for reply in expected) == max(0, min(end, count) - offset)
+
+
+def test_a_streamed_read_refuses_a_bad_range_with_a_typed_error(broker):
+    with Producer(broker=broker.address) as producer:
+        producer.create_topic("refusals", 1)
+    with BrokerClient(Connection(broker.address)) as client:
+        for offset, end, most in ((5, 5, 1), (5, 4, 1), (0, 5, 0), (0, 5, 1025), (-1, 5, 1)):
+            with pytest.raises(InvalidArgument):
+                list(client.read_columns("refusals", 0, offset, end, most))
+        with pytest.raises(TopicNotFound):
+            list(client.read_columns("missing", 0, 0, 5, 1))
 
 
 def test_4_mib_bodies_come_through_the_columnar_pull_whole_and_within_the_byte_budget(broker):

@@ -1,4 +1,4 @@
-"""Pull processes (issue 10): processes beside the broker serve Pull, PullColumns and
+"""Pull processes (issue 10): processes beside the broker serve Pull, PullColumns, ReadColumns and
 GetQueueOffsets from the same file, answer exactly as the broker does, carry its token and TLS,
 are restarted when killed, exit with a killed broker, and the Spark source reads through them."""
 
@@ -61,6 +61,14 @@ def answers(rpc: grpc.UnaryUnaryMultiCallable, request: object) -> object:
         return exc.code(), exc.details()
 
 
+def streamed(rpc: grpc.UnaryStreamMultiCallable, request: object) -> object:
+    """The replies of a streamed call, or the (status, details) that ended it."""
+    try:
+        return list(rpc(request, timeout=10))
+    except grpc.RpcError as exc:
+        return exc.code(), exc.details()
+
+
 def test_pull_processes_answer_exactly_as_the_broker_does(pulled):
     with Producer(broker=pulled.address) as producer:
         producer.send_batch(
@@ -81,6 +89,9 @@ def test_pull_processes_answer_exactly_as_the_broker_does(pulled):
                 request = pb.PullRequest(topic="orders", queue_id=queue_id, offset=offset, max_messages=limit)
                 assert other.Pull(request) == main.Pull(request)
                 assert other.PullColumns(request) == main.PullColumns(request)
+                read = pb.ReadColumnsRequest(topic="orders", queue_id=queue_id, offset=offset, end=offset + 9,
+                                             max_messages=limit)  # fmt: skip
+                assert streamed(other.ReadColumns, read) == streamed(main.ReadColumns, read)
 
 
 def test_a_pull_process_sees_each_acknowledged_write_and_each_topic_created_since(pulled):
@@ -112,6 +123,9 @@ def test_a_pull_process_refuses_what_the_broker_refuses_with_the_same_status(pul
     assert isinstance(refused, tuple) and refused[0] != grpc.StatusCode.OK
     assert answers(other.PullColumns, request_) == refused
     assert answers(other.Pull, request_) == answers(main.Pull, request_)
+    read = pb.ReadColumnsRequest(topic=request_.topic, queue_id=request_.queue_id, offset=request_.offset,
+                                 end=request_.offset + 5, max_messages=request_.max_messages)  # fmt: skip
+    assert streamed(other.ReadColumns, read) == streamed(main.ReadColumns, read) == refused
 
 
 def test_a_pull_process_answers_as_the_broker_does_after_retention_deleted_messages(tmp_path):
@@ -134,6 +148,8 @@ def test_a_pull_process_answers_as_the_broker_does_after_retention_deleted_messa
             request = pb.PullRequest(topic="orders", queue_id=0, offset=offset, max_messages=5)
             assert answers(other.Pull, request) == answers(main.Pull, request)
             assert answers(other.PullColumns, request) == answers(main.PullColumns, request)
+            read = pb.ReadColumnsRequest(topic="orders", queue_id=0, offset=offset, end=20, max_messages=2)
+            assert streamed(other.ReadColumns, read) == streamed(main.ReadColumns, read)
         code, _ = answers(other.PullColumns, pb.PullRequest(topic="orders", queue_id=0, offset=0, max_messages=5))
         assert code == grpc.StatusCode.OUT_OF_RANGE
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -45,6 +45,7 @@ def status_for(error: errors.HalfmqError) -> grpc.StatusCode:
 
 R = TypeVar("R")
 Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]
+StreamHandler = Callable[[Any, Any, grpc.aio.ServicerContext], AsyncIterator[R]]
 
 
 def translate_errors(handler: Handler[R]) -> Handler[R]:
@@ -55,7 +56,26 @@ def translate_errors(handler: Handler[R]) -> Handler[R]:
         try:
             return await handler(self, request, context)
         except errors.HalfmqError as exc:
-            await context.abort(status_for(exc), str(exc), trailing_metadata=((ERROR_METADATA_KEY, exc.code),))
+            await _abort(context, exc)
             raise  # unreachable: abort raises
 
     return wrapper
+
+
+def translate_stream_errors(handler: StreamHandler[R]) -> StreamHandler[R]:
+    """``translate_errors`` for a handler that streams its replies: a core error ends the stream
+    with its status, after the replies already sent."""
+
+    @functools.wraps(handler)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[R]:
+        try:
+            async for reply in handler(self, request, context):
+                yield reply
+        except errors.HalfmqError as exc:
+            await _abort(context, exc)
+
+    return wrapper
+
+
+async def _abort(context: grpc.aio.ServicerContext, exc: errors.HalfmqError) -> None:
+    await context.abort(status_for(exc), str(exc), trailing_metadata=((ERROR_METADATA_KEY, exc.code),))

@@ -378,6 +378,20 @@ class PullRequest(_message.Message):
     max_messages: int
     def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ..., max_messages: _Optional[int] = ...) -> None: ...
 
+class ReadColumnsRequest(_message.Message):
+    __slots__ = ("topic", "queue_id", "offset", "end", "max_messages")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ID_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_id: int
+    offset: int
+    end: int
+    max_messages: int
+    def __init__(self, topic: _Optional[str] = ..., queue_id: _Optional[int] = ..., offset: _Optional[int] = ..., end: _Optional[int] = ..., max_messages: _Optional[int] = ...) -> None: ...
+
 class PullResponse(_message.Message):
     __slots__ = ("messages", "next_offset", "min_offset", "max_offset")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]

@@ -115,6 +115,11 @@ class BrokerStub:
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.PullRequest.SerializeToString,
                 response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PullColumnsResponse.FromString,
                 _registered_method=True)
+        self.ReadColumns = channel.unary_stream(
+                '/halfmq.v1.Broker/ReadColumns',
+                request_serializer=halfmq_dot_v1_dot_halfmq__pb2.ReadColumnsRequest.SerializeToString,
+                response_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PullColumnsResponse.FromString,
+                _registered_method=True)
         self.GetQueueOffsets = channel.unary_unary(
                 '/halfmq.v1.Broker/GetQueueOffsets',
                 request_serializer=halfmq_dot_v1_dot_halfmq__pb2.GetQueueOffsetsRequest.SerializeToString,
@@ -246,6 +251,16 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadColumns(self, request, context):
+        """PullColumns' replies for [offset, end), each pull starting where the last one ended, on one
+        call: the broker reads the next while the reader takes the last. The stream ends after the
+        reply that reaches end, or after one that holds no message and does not move (the queue
+        holds nothing more). A reply that holds no message but moves on passed offsets rolled back.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetQueueOffsets(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -357,6 +372,11 @@ def add_BrokerServicer_to_server(servicer, server):
             'PullColumns': grpc.unary_unary_rpc_method_handler(
                     servicer.PullColumns,
                     request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.PullRequest.FromString,
+                    response_serializer=halfmq_dot_v1_dot_halfmq__pb2.PullColumnsResponse.SerializeToString,
+            ),
+            'ReadColumns': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadColumns,
+                    request_deserializer=halfmq_dot_v1_dot_halfmq__pb2.ReadColumnsRequest.FromString,
                     response_serializer=halfmq_dot_v1_dot_halfmq__pb2.PullColumnsResponse.SerializeToString,
             ),
             'GetQueueOffsets': grpc.unary_unary_rpc_method_handler(
@@ -817,6 +837,33 @@ class Broker:
             target,
             '/halfmq.v1.Broker/PullColumns',
             halfmq_dot_v1_dot_halfmq__pb2.PullRequest.SerializeToString,
+            halfmq_dot_v1_dot_halfmq__pb2.PullColumnsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadColumns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/halfmq.v1.Broker/ReadColumns',
+            halfmq_dot_v1_dot_halfmq__pb2.ReadColumnsRequest.SerializeToString,
             halfmq_dot_v1_dot_halfmq__pb2.PullColumnsResponse.FromString,
             options,
             channel_credentials,
