@@ -65,6 +65,9 @@ import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
 public class RmqClassicCrashJava {
     static final int THREADS = 64;
     static final long RETRY_PAUSE = 500; // ms between a failed send and the next attempt
+    // Transactions begun per second: the sends must outlast the test's waits for a restarted
+    // broker's first answered check (seconds each), however fast the broker answers them.
+    static final int RATE = 150;
     static final long DELIVERY_WAIT = 60_000; // ms to wait, once stopped, for every committed key to be delivered
     static final long SETTLE = 2_000; // ms the consumer goes on once it has them: anything more shows
 
@@ -145,6 +148,9 @@ public class RmqClassicCrashJava {
         AtomicInteger ackedCount = new AtomicInteger();
         ExecutorService senders = Executors.newFixedThreadPool(THREADS);
         for (int i = 0; i < count; i++) {
+            if (i % 10 == 0) {
+                Thread.sleep(10_000 / RATE);
+            }
             String key = "t-" + i;
             senders.submit(() -> {
                 while (true) {
