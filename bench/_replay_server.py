@@ -23,11 +23,12 @@ from halfmq_proto.v1 import halfmq_pb2 as pb
 
 
 async def main(port: int, reply: bytes, offsets: bytes) -> None:
+    count = pb.PullColumnsResponse.FromString(reply).count
+
     async def pull_columns(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return reply
 
     async def read_columns(request: pb.ReadColumnsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
-        count = pb.PullColumnsResponse.FromString(reply).count
         offset = request.offset
         while offset < request.end:
             offset = min(request.end, offset + count)
