@@ -141,8 +141,8 @@ class Broker:
             auto_create_topics=settings.auto_create_topics,
         )
         self.pull_processes = PullProcesses(settings, on_restart=self.metrics.pull_process_restarted)
-        self.clients.add_source(self.kafka_groups.clients)
-        self.clients.add_source(self._remoting_broker.clients)
+        self.clients.add_membership(self.kafka_groups)
+        self.clients.add_membership(self._remoting_broker)
 
     async def start(self) -> None:
         """Create the configured topics, serve every front end on its port, start the background

@@ -137,11 +137,13 @@ class OperatorService:
             raise GroupNotFound(f"consumer group {group!r} has no offsets, deliveries or retry policy")
 
     async def delete_group(self, group: str) -> None:
-        """Forget a consumer group's offsets, deliveries and retry policy. Raises GroupNotEmpty
-        while it has live consumers, GroupNotFound if nothing of it is stored."""
+        """Forget a consumer group: its offsets (those waiting in an open Kafka transaction too,
+        as Kafka drops them), deliveries and retry policy, and what front ends keep of it.
+        Raises GroupNotEmpty while it has live consumers, GroupNotFound if nothing of it is kept."""
         check_name("consumer group", group)
         self._check_empty(group, "deleted")
-        if not await self._store.delete_group(group):
+        stored = await self._store.delete_group(group)
+        if not self._clients.forget_group(group) and not stored:
             raise GroupNotFound(f"consumer group {group!r} has no offsets, deliveries or retry policy")
 
     async def delete_topic(self, name: str) -> None:
@@ -150,6 +152,7 @@ class OperatorService:
         TopicInUse while a transaction or a delayed message of it is pending (nothing changes)."""
         check_data_topic(name)
         await self._store.delete_topic(name)
+        self._clients.forget_topic(name)
         await self._store.in_background(self._store.drop_topic_segments, name)
 
     async def resend_dead_letters(self, group: str, message_id: str | None = None) -> list[Placement]:

@@ -180,9 +180,26 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = {
         step("describe-committed", "kafka-transactions", *BOOTSTRAP, "describe", "--transactional-id", "P-tx"),
         step("describe-missing", "kafka-transactions", *BOOTSTRAP, "describe", "--transactional-id", "P-missing"),
     ],
+    # A group only an open transaction's offsets are kept of: listed, deleted, and then the
+    # transaction's commit writes no offset of it.
+    "group-with-pending-offsets": [
+        *create(1),
+        # --sync: the records are stored before the step ends (the tool closes its producer only
+        # in its shutdown hook, which is not run here)
+        step("produce", "kafka-console-producer", *BOOTSTRAP, "--topic", "P-t", "--sync", *PRODUCE, stdin=RECORDS),
+        step("open", "open", "P-tx", "P-t"),
+        step("offsets", "offsets", "P-g", "P-t", "1"),
+        groups("list-pending", "--list", "--state", "Empty"),
+        groups("describe-pending", "--describe", "--group", "P-g"),
+        groups("delete-pending", "--delete", "--group", "P-g"),
+        step("commit", "commit"),
+        step("settle", "sleep", "1000"),  # Kafka completes a commit after answering it
+        groups("describe-after-commit", "--describe", "--group", "P-g"),
+        groups("list-after-commit", "--list"),
+    ],
 }
 # Steps whose lines come in an order the broker does not promise (records of several partitions).
-UNORDERED = {"consume", "consume-after-reset", "list", "list-empty"}
+UNORDERED = {"consume", "consume-after-reset", "list", "list-empty", "list-pending", "list-after-commit"}
 
 # What varies whatever the broker, each with its mask: ids the clients or brokers draw, the
 # broker's address and node id (in the tools' columns that show it), times.

@@ -461,6 +461,28 @@ def test_a_kafka_admin_deletes_a_group_once_it_has_no_live_member(broker):
         admin.delete_consumer_groups(["g1"])["g1"].result(timeout=10)
 
 
+def test_a_group_deleted_through_the_admin_api_is_gone_from_what_kafka_s_clients_list(broker):
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    bootstrap = f"127.0.0.1:{broker.broker.kafka_port}"
+    with Producer(broker=broker.address) as plain:
+        plain.send(SdkMessage(topic="orders", body=b"o"))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g2", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})  # fmt: skip
+    consumer.subscribe(["orders"])
+    while (record := consumer.poll(1.0)) is None or record.error() is not None:
+        pass
+    consumer.commit(record, asynchronous=False)
+    consumer.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert "g2" in {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+    httpx.delete(f"{broker.http}/consumers/g2").raise_for_status()
+    assert "g2" not in {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+    with pytest.raises(Exception, match="GROUP_ID_NOT_FOUND"):
+        admin.delete_consumer_groups(["g2"])["g2"].result(timeout=10)
+
+
 def test_a_topic_s_configs_show_its_own_retention_and_otherwise_the_broker_s(broker):
     from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 

@@ -6,6 +6,7 @@ test_conformance_rocketmq_classic.py."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
 import struct
@@ -446,3 +447,28 @@ def test_orderly_consumers_lock_queues_one_client_each_and_a_locking_group_s_ret
     letters = list(read_messages(pull(client, "%DLQ%readers", 0).body))
     assert [(m["body"], m["reconsume_times"]) for m in letters] == [(b"given up", 1), (b"too often", 17)]
     assert {m["properties"]["RETRY_TOPIC"] for m in letters} == {"orders"}
+
+
+def test_deleting_a_group_or_a_topic_drops_its_pull_offsets_as_rocketmq_s_broker_does(broker):
+    """GET_CONSUME_STATS shows how far a group's pulls reached; once the group, or the topic, is
+    deleted, what was pulled before is gone (RocketMQ's removeOffset and cleanOffsetByTopic)."""
+    client, http = Client(broker.broker.remoting_port), broker.http
+
+    def pulled_after_committing_0() -> int:
+        assert client.call(15, consumerGroup="readers", topic="orders", queueId=2, commitOffset=0).code == 0
+        stats = client.call(208, consumerGroup="readers", topic="orders")
+        pulled = re.search(r'"queueId":2,"topic":"orders"\}:\{[^}]*"pullOffset":(\d+)', stats.body.decode())
+        assert pulled is not None, stats.body
+        return int(pulled.group(1))
+
+    for _ in range(2):
+        assert send(client, "orders", 2, b"o").code == 0
+    assert len(list(read_messages(pull(client, "orders", 2).body))) == 2
+    assert pulled_after_committing_0() == 2
+    httpx.delete(f"{http}/consumers/readers").raise_for_status()
+    assert pulled_after_committing_0() == 0
+    assert len(list(read_messages(pull(client, "orders", 2).body))) == 2
+    httpx.delete(f"{http}/topics/orders").raise_for_status()
+    httpx.post(f"{http}/topics", json={"name": "orders", "queues": 4}).raise_for_status()
+    assert send(client, "orders", 2, b"o").code == 0
+    assert pulled_after_committing_0() == 0

@@ -117,11 +117,16 @@ class Coordinator:
     def groups(self) -> list[Group]:
         return list(self._groups.values())
 
-    def forget(self, name: str) -> None:
+    def forget_group(self, group: str) -> bool:
         """Drop a deleted group that has no member left (a live one is never deleted)."""
-        group = self._groups.get(name)
-        if group is not None and not group.members:
-            del self._groups[name]
+        kept = self._groups.get(group)
+        if kept is None or kept.members:
+            return False
+        del self._groups[group]
+        return True
+
+    def forget_topic(self, topic: str) -> None:
+        """Nothing to drop: a group's state names no topic once it has no member."""
 
     def clients(self) -> list[Client]:
         """Every live member of a group, as a consumer of it (its host: Kafka keeps no port)."""

@@ -626,8 +626,9 @@ class KafkaApis:
         return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=listed)
 
     async def _stored_groups(self) -> set[str]:
-        """The groups whose committed offsets are kept."""
-        return {group for group, _, _, _ in await self._messaging.committed_offsets()}
+        """The groups whose committed offsets are kept, or wait in an open transaction."""
+        committed = {group for group, _, _, _ in await self._messaging.committed_offsets()}
+        return committed | await self._txns.pending_groups()
 
     def _state(self, name: str, stored: set[str]) -> str | None:
         """Kafka's name of a group's state: its coordinator's, Empty for a group only offsets
@@ -643,12 +644,7 @@ class KafkaApis:
         results = []
         for name in request.groups_names:
             try:
-                try:
-                    await self._operators.delete_group(name)
-                except GroupNotFound:
-                    if self._groups.group(name) is None:  # nor is it an empty group the coordinator knows
-                        raise
-                self._groups.forget(name)
+                await self._operators.delete_group(name)
                 code = 0
             except GroupNotEmpty:
                 code = kerr.NonEmptyGroupError.errno

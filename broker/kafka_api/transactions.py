@@ -226,6 +226,10 @@ class KafkaTransactions:
             )
         return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=described)
 
+    async def pending_groups(self) -> set[str]:
+        """The groups with offsets waiting in an open transaction."""
+        return await self._store.query(self._store.txn_offset_groups)
+
     async def pending_offsets(self, group: str) -> set[tuple[str, int]]:
         """The (topic, queue) offsets of ``group`` that wait in an open transaction."""
         return await self._store.query(self._store.pending_txn_offsets, group)

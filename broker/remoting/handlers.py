@@ -32,7 +32,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from broker import errors
@@ -298,6 +298,21 @@ class RemotingBroker:
         for group, members in self._consumers.items():
             for connection, client_id in members.items():
                 yield Client("remoting", group, CONSUMER, client_id, connection.peer)
+
+    def forget_group(self, group: str) -> bool:
+        """Drop the deleted group's pull offsets, as RocketMQ's broker does (removeOffset); they
+        alone do not make a group known, so: False."""
+        self._drop_pulled(lambda g, _: g == group)
+        return False
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop every group's pull offsets in the deleted topic, as RocketMQ's broker does
+        (cleanOffsetByTopic)."""
+        self._drop_pulled(lambda _, t: t == topic)
+
+    def _drop_pulled(self, dropped: Callable[[str, str], bool]) -> None:
+        for key in [key for key in self._pulled if dropped(key[0], key[1])]:
+            del self._pulled[key]
 
     def pull_offset(self, group: str, topic: str, queue_id: int) -> int | None:
         """The next offset the group's last pull of the queue reached, None if none pulled it."""

@@ -217,6 +217,11 @@ class KafkaTxnStore(LogStore):
         return [(str(topic), int(queue_id)) for topic, queue_id in rows]
 
     @translated
+    def txn_offset_groups(self) -> set[str]:
+        """The groups with offsets waiting in open transactions."""
+        return {group for (group,) in self._reader().execute("SELECT DISTINCT consumer_group FROM txn_offsets")}
+
+    @translated
     def pending_txn_offsets(self, group: str) -> set[tuple[str, int]]:
         """The (topic, queue) offsets of ``group`` waiting in open transactions."""
         rows = self._reader().execute(

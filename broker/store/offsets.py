@@ -35,13 +35,14 @@ class OffsetStore(LogStore):
         await self._writer.run(work)
 
     async def delete_group(self, group: str) -> bool:
-        """Forget ``group``: its committed offsets, deliveries and retry policy (its retry and
+        """Forget ``group``: its committed offsets, those waiting in open Kafka transactions (the
+        transactions' commits then write none), deliveries and retry policy (its retry and
         dead-letter topics stay, as topics). False if there was nothing of it."""
 
         def work(conn: sqlite3.Connection) -> bool:
             deleted = 0
-            for table, column in (("consumer_offsets", "consumer_group"), ("deliveries", "consumer_group"),
-                                  ("consumer_groups", "name")):  # fmt: skip
+            for table, column in (("consumer_offsets", "consumer_group"), ("txn_offsets", "consumer_group"),
+                                  ("deliveries", "consumer_group"), ("consumer_groups", "name")):  # fmt: skip
                 deleted += conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (group,)).rowcount
             return deleted > 0
 

@@ -15,6 +15,8 @@
 //   "leave"  the member leaves;
 //   "open"   args [transactional id, topic]: a transactional producer sends one record and
 //            leaves its transaction open until "commit";
+//   "offsets" args [group, topic, offset]: the open transaction commits the group's offset of
+//            the topic's partition 0 (sendOffsetsToTransaction, as a producer outside the group);
 //   "commit" the open transaction commits;
 //   "sleep"  args [ms]: waits;
 //   "listed" args [topic, "yes" | "no"]: waits until the broker's metadata lists the topic, or
@@ -42,10 +44,13 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.internals.Exit;
@@ -122,6 +127,9 @@ public class KafkaTools {
             case "join" -> join(args[0], args[1]);
             case "leave" -> leave();
             case "open" -> open(args[0], args[1]);
+            case "offsets" -> producer.sendOffsetsToTransaction(
+                Map.of(new TopicPartition(args[1], 0), new OffsetAndMetadata(Long.parseLong(args[2]))),
+                new ConsumerGroupMetadata(args[0]));
             case "commit" -> producer.commitTransaction();
             case "sleep" -> Thread.sleep(Long.parseLong(args[0]));
             case "listed" -> listed(args[0], args[1].equals("yes"));
