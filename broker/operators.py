@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from broker.clients import CONSUMER, Clients
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import GroupNotEmpty, GroupNotFound, InvalidArgument, MessageNotFound, NotFound, TopicNotFound
-from broker.messaging import MessagingService
+from broker.messaging import MAX_BATCH, MessagingService
 from broker.model import (
     RESERVED_PROPERTIES,
     Found,
@@ -159,26 +159,30 @@ class OperatorService:
         """Send ``group``'s dead letters (only the one whose original message id is
         ``message_id``, if given) back to their original topics as new messages, which every
         group of those topics reads; the dead letters stay where they are; a group without any
-        resends none. Raises InvalidArgument, or MessageNotFound (no such dead letter)."""
+        resends none. Every original topic is checked before any letter is sent, and letters go
+        in writes of up to MAX_BATCH, each all or none. Raises InvalidArgument, MessageNotFound
+        (no such dead letter), HiddenTopic or TopicNotFound (an original topic, since deleted)."""
         check_name("consumer group", group)
         letters_topic = dead_letter_topic(group)
-        resent, matched = [], False
+        messages = []
         try:
             (low, high), *_ = (await self._messaging.queue_offsets(letters_topic)).values()
         except TopicNotFound:  # no dead letter yet
             low = high = 0
         for offset in range(low, high, MAX_FOUND):
-            letters = await self._store.query(self._store.read, letters_topic, 0, offset, MAX_FOUND, 1 << 62)
-            for letter in letters:
-                if message_id is not None and letter.properties.get(ORIGIN_MESSAGE_ID) != message_id:
-                    continue
-                matched = True
-                kept = {k: v for k, v in letter.properties.items() if k not in _NOT_RESENT}
-                message = Message(letter.properties.get(ORIGIN_TOPIC, ""), letter.body, uuid.uuid4().hex,
-                                  letter.keys, letter.tags, kept, letter.born_timestamp)  # fmt: skip
-                resent.append(await self._messaging.send_one(message, typed=False))
-        if message_id is not None and not matched:
+            for letter in await self._store.query(self._store.read, letters_topic, 0, offset, MAX_FOUND, 1 << 62):
+                if message_id is None or letter.properties.get(ORIGIN_MESSAGE_ID) == message_id:
+                    kept = {k: v for k, v in letter.properties.items() if k not in _NOT_RESENT}
+                    messages.append(Message(letter.properties.get(ORIGIN_TOPIC, ""), letter.body, uuid.uuid4().hex,
+                                            letter.keys, letter.tags, kept, letter.born_timestamp))  # fmt: skip
+        if message_id is not None and not messages:
             raise MessageNotFound(f"no dead letter of {group!r} comes from message {message_id!r}")
+        for topic in sorted({m.topic for m in messages}):
+            check_data_topic(topic)
+            self._store.topic(topic)
+        resent = []
+        for first in range(0, len(messages), MAX_BATCH):
+            resent += await self._messaging.send(messages[first : first + MAX_BATCH], typed=False)
         return resent
 
     def _check_empty(self, group: str, what: str) -> None:

@@ -165,6 +165,26 @@ def test_a_reset_is_refused_while_the_group_is_live_then_its_consumers_read_from
     assert "GROUP_NOT_FOUND" in halfmq(broker, "consumers", "delete", "readers", code=1)
 
 
+def test_dead_letters_are_resent_all_or_none_when_an_original_topic_is_gone(broker):
+    messaging = broker.broker.messaging
+    assert httpx.post(f"{broker.http}/topics", json={"name": "scratch", "queues": 1}).status_code == 201
+    for topic in ("orders", "scratch"):  # the letter of orders first: it would be resent first
+        with Producer(broker=broker.address) as producer:
+            sent = producer.send(Message(topic=topic, body=topic.encode()))
+        (delivery,) = broker.run(messaging.receive("workers", topic, sent.queue_id, 1, 30, None))
+        broker.run(messaging.forward_to_dead_letters("workers", topic, delivery.receipt_handle))
+    httpx.delete(f"{broker.http}/topics/scratch").raise_for_status()
+    data_dir = broker.broker.store.path.parent
+    before = store_snapshot(data_dir)
+    refused = httpx.post(f"{broker.http}/consumers/workers/dead-letters/resend", json={})
+    assert (refused.status_code, refused.json()["error"]["code"]) == (404, "TOPIC_NOT_FOUND")
+    assert "TOPIC_NOT_FOUND" in halfmq(broker, "consumers", "resend-dead-letters", "workers", code=1)
+    assert store_snapshot(data_dir) == before, "no letter was resent"
+    assert httpx.post(f"{broker.http}/topics", json={"name": "scratch", "queues": 1}).status_code == 201
+    resent = as_json(broker, "consumers", "resend-dead-letters", "workers")
+    assert [r["topic"] for r in resent] == ["orders", "scratch"]
+
+
 def test_deleting_a_topic_is_refused_while_work_is_pending_then_frees_its_messages_offsets_segments_and_disk(
     broker, clock
 ):
