@@ -269,9 +269,9 @@ class MessagingService(PullService):
         self._store.topic(topic)
         return await self._store.query(self._store.consumer_offsets, group, topic)
 
-    async def committed_offsets(self) -> list[tuple[str, str, int, int]]:
-        """Every committed consumer offset as (group, topic, queue_id, offset)."""
-        return await self._store.query(self._store.consumer_groups)
+    async def committed_offsets(self, group: str | None = None) -> list[tuple[str, str, int, int]]:
+        """Every committed consumer offset (of ``group`` only, if given) as (group, topic, queue_id, offset)."""
+        return await self._store.query(self._store.consumer_groups, group)
 
     async def receive(
         self, group: str, topic: str, queue_id: int, batch: int, invisible_seconds: float, admits: Admits | None

@@ -545,8 +545,8 @@ class KafkaApis:
         in an open transaction gets UNSTABLE_OFFSET_COMMIT (the client asks again), as in Kafka."""
         wanted = request.topics
         if wanted is None:
-            committed = await self._messaging.committed_offsets()
-            names = sorted({topic for group, topic, _, _ in committed if group == request.group_id})
+            committed = await self._messaging.committed_offsets(request.group_id)
+            names = sorted({topic for _, topic, _, _ in committed})
             wanted = [OffsetFetchRequest.OffsetFetchRequestTopic(name=n, partition_indexes=None) for n in names]
         pending = await self._txns.pending_offsets(request.group_id) if request.require_stable else set()
         topics = []

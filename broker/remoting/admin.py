@@ -155,7 +155,7 @@ class RemotingAdmin:
         offsets in: the queue's end, the group's committed offset, how far its pulls reached,
         and when the last message it consumed was stored."""
         group, named = request.fields.get("consumerGroup", ""), request.fields.get("topic")
-        committed = [(t, q, o) for g, t, q, o in await self._messaging.committed_offsets() if g == group]
+        committed = [(t, q, o) for _, t, q, o in await self._messaging.committed_offsets(group)]
         topics = [named] if named else sorted({t for t, _, _ in committed})
         table = {}
         for topic in topics:

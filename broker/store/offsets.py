@@ -183,9 +183,11 @@ class OffsetStore(LogStore):
         return await self._writer.run(deliveries.change_invisible(group, topic, handle, visible_at))
 
     @translated
-    def consumer_groups(self) -> list[tuple[str, str, int, int]]:
-        """Every committed consumer offset as (group, topic, queue_id, offset)."""
-        return list(self._reader().execute("SELECT * FROM consumer_offsets ORDER BY consumer_group, topic, queue_id"))
+    def consumer_groups(self, group: str | None = None) -> list[tuple[str, str, int, int]]:
+        """Every committed consumer offset (of ``group`` only, if given) as (group, topic, queue_id, offset)."""
+        where, params = ("WHERE consumer_group = ?", (group,)) if group is not None else ("", ())
+        query = f"SELECT * FROM consumer_offsets {where} ORDER BY consumer_group, topic, queue_id"
+        return list(self._reader().execute(query, params))
 
     @translated
     def consumer_offsets(self, group: str, topic: str) -> dict[int, int]:
