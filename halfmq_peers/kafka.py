@@ -5,7 +5,6 @@ its configuration, data and log in a directory of its own."""
 from __future__ import annotations
 
 import base64
-import os
 import socket
 import struct
 import subprocess
@@ -32,8 +31,8 @@ _LOG4J = "2.25.5"
 _LOGGING = (f"org.apache.logging.log4j:log4j-slf4j-impl:{_LOG4J}", f"org.apache.logging.log4j:log4j-core:{_LOG4J}")
 _BROKER_ARTIFACTS = (f"org.apache.kafka:kafka_2.13:{VERSION}", *_LOGGING)
 # The command-line tools (TopicCommand, ConsumerGroupCommand, TransactionsCommand, the console
-# producer and consumer) live in kafka-tools, which brings Connect's runtime along: a separate
-# fetch, made only when tools_classpath is asked for.
+# producer and consumer) live in kafka-tools, which brings Connect's runtime along: a fetch of
+# its own, made by the program that runs them (tests/conformance/programs/KafkaTools.java).
 TOOLS_ARTIFACTS = (f"org.apache.kafka:kafka-tools:{VERSION}", *_LOGGING)
 
 # Spark's Kafka connector for the installed Spark's Scala, which reads this Kafka and halfmq's
@@ -112,28 +111,11 @@ logger.groups.level = INFO
 logger.transactions.name = kafka.coordinator.transaction.TransactionCoordinator
 logger.transactions.level = INFO
 """
-# The tools log warnings to stderr, as Kafka's own tools-log4j2.yaml has them: their output
-# (topic lists, consumed records) stays alone on stdout.
-_TOOLS_LOG4J = """\
-status = warn
-appender.err.type = Console
-appender.err.name = err
-appender.err.target = SYSTEM_ERR
-appender.err.layout.type = PatternLayout
-appender.err.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = WARN
-rootLogger.appenderRef.err.ref = err
-"""
 
 
 def broker_classpath() -> str:
     """The classpath of the Kafka node, fetched from Maven Central on first use."""
     return maven.classpath(f"kafka-{VERSION}", _BROKER_ARTIFACTS)
-
-
-def tools_jars() -> str:
-    """The classpath of Kafka's command-line tools, same version, fetched on first use."""
-    return maven.classpath(f"kafka-tools-{VERSION}", TOOLS_ARTIFACTS)
 
 
 class Kafka:
@@ -172,17 +154,6 @@ class Kafka:
     def log(self) -> Path:
         """The broker's log (its stdout and stderr)."""
         return self.workdir / "kafka.log"
-
-    @property
-    def tools_classpath(self) -> str:
-        """The classpath of Kafka's command-line tools, same version (``org.apache.kafka.tools.
-        TopicCommand``, ``.TransactionsCommand``, ``.ConsoleProducer``, ``.consumer.ConsoleConsumer``,
-        ``.consumer.group.ConsumerGroupCommand``), fetched on first use. Its first entry is a
-        directory with a ``log4j2.properties`` that sends the tools' warnings to stderr."""
-        conf = self.workdir / "tools-conf"
-        conf.mkdir(parents=True, exist_ok=True)
-        (conf / "log4j2.properties").write_text(_TOOLS_LOG4J)
-        return f"{conf}{os.pathsep}{tools_jars()}"
 
     def start(self) -> Kafka:
         """Fetch Kafka (once per machine), format ``data/`` unless an earlier start did, start

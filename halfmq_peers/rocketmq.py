@@ -24,7 +24,7 @@ from broker.rocketmq_api import protocol
 from halfmq_peers import maven
 from halfmq_peers.jvm import Jvm, PeerFailed, free_port, wait_ready
 
-__all__ = ["MESSAGE_TYPES", "VERSION", "RocketMQ"]
+__all__ = ["CLASSIC_CLIENT", "MESSAGE_TYPES", "VERSION", "RocketMQ"]
 
 # The newest RocketMQ 5 that Maven Central has whole. 5.5.1 is listed in rocketmq-broker's
 # maven-metadata.xml, but only common, remoting, store, tiered-store, broker and controller were
@@ -32,6 +32,7 @@ __all__ = ["MESSAGE_TYPES", "VERSION", "RocketMQ"]
 # and there is no namesrv, proxy or tools 5.5.1, so Maven cannot resolve it.
 VERSION = "5.5.0"
 _ARTIFACTS = tuple(f"org.apache.rocketmq:rocketmq-{m}:{VERSION}" for m in ("namesrv", "broker", "proxy", "tools"))
+CLASSIC_CLIENT = f"org.apache.rocketmq:rocketmq-client:{VERSION}"  # the Java client of the classic protocol
 
 MESSAGE_TYPES = frozenset({"NORMAL", "FIFO", "DELAY", "TRANSACTION"})
 CLUSTER = "DefaultCluster"  # RocketMQ's default, so tools and clients need no cluster name

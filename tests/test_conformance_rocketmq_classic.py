@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from halfmq_peers.java import java_program
+from halfmq_peers.rocketmq import CLASSIC_CLIENT
 from halfmq_testing import EmbeddedBroker
 from halfmq_testing.peers import RunningPeer
 from tests.conformance.judge import judge_program
@@ -37,7 +38,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 PROGRAMS = Path(__file__).resolve().parent / "conformance" / "programs"
 # The newest 5.x whole on Maven Central (5.5.1 lacks rocketmq-client: halfmq_peers/rocketmq.py),
 # and the last 4.x, which much code in production still runs.
-JAVA_CLIENT = "org.apache.rocketmq:rocketmq-client:5.5.0"
 JAVA_CLIENT_4 = "org.apache.rocketmq:rocketmq-client:4.9.8"
 SPRING_STARTER = "org.apache.rocketmq:rocketmq-spring-boot-starter:2.3.5"
 GO_PROGRAM = PROGRAMS / "rmq_classic_go"
@@ -69,7 +69,7 @@ GO_CLIENT = go_client_version()
 @pytest.fixture(scope="module")
 def java_client() -> Client:
     """The classic Java client and its scenario program, the library fetched once."""
-    return Client("rocketmq-client", java_program(PROGRAMS / "RmqClassicJava.java", [JAVA_CLIENT]))
+    return Client("rocketmq-client", java_program(PROGRAMS / "RmqClassicJava.java", [CLASSIC_CLIENT]))
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,12 @@ import pytest
 
 from broker.remoting import acl
 from halfmq_peers.java import java_program
+from halfmq_peers.rocketmq import CLASSIC_CLIENT
 from halfmq_testing import EmbeddedBroker
 from tests.support import BrokerThread, broker_settings
 from tests.test_remoting import ROUTE, SEND_V2, Client, properties, tables
 
 PROGRAM = Path(__file__).resolve().parent / "conformance" / "programs" / "RmqClassicAclJava.java"
-JAVA_CLIENT = "org.apache.rocketmq:rocketmq-client:5.5.0"
 TOKEN = "s3cret"
 
 
@@ -50,7 +50,7 @@ def test_a_request_signed_with_the_token_is_served_and_any_other_refused_storing
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_the_java_client_signing_with_the_token_sends_and_reads_and_others_are_refused(tmp_path):
-    command = java_program(PROGRAM, [JAVA_CLIENT])
+    command = java_program(PROGRAM, [CLASSIC_CLIENT])
     with EmbeddedBroker(data_dir=tmp_path, topics=["orders:2"], flags={"auth_token": TOKEN}) as broker:
         ran = subprocess.run([*command, broker.namesrv_endpoint, "orders", TOKEN], capture_output=True, text=True,
                              timeout=240)  # fmt: skip

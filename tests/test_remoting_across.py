@@ -19,11 +19,12 @@ import pytest
 from confluent_kafka import Consumer
 
 from halfmq_peers.java import java_program
+from halfmq_peers.rocketmq import CLASSIC_CLIENT
 from tests.processes import consume
 from tests.spark_support import batch_reader
 from tests.support import BrokerThread, broker_settings, wait_until
 from tests.test_conformance_rocketmq_classic import go_program
-from tests.test_remoting_crashes import JAVA_CLIENT, PROGRAM, JavaApplication, late, rule
+from tests.test_remoting_crashes import PROGRAM, JavaApplication, late, rule
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -63,7 +64,7 @@ def test_a_java_producer_s_commits_are_read_once_by_every_protocol_and_its_check
     go = None
     try:
         namesrv = f"127.0.0.1:{broker.broker.namesrv_port}"
-        java = JavaApplication([*java_program(PROGRAM, [JAVA_CLIENT]), namesrv, "orders", str(COUNT)])
+        java = JavaApplication([*java_program(PROGRAM, [CLASSIC_CLIENT]), namesrv, "orders", str(COUNT)])
         try:
             wait_until(java.done_sending, timeout=180, interval=0.5)
         finally:

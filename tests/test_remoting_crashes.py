@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from halfmq_peers.java import java_program
+from halfmq_peers.rocketmq import CLASSIC_CLIENT
 from halfmq_testing import free_port
 from producer_sdk import PullConsumer
 from tests.kafka_clients import wait_for
@@ -28,7 +29,6 @@ from tests.processes import BrokerProcess, started_broker
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PROGRAM = Path(__file__).resolve().parent / "conformance" / "programs" / "RmqClassicCrashJava.java"
-JAVA_CLIENT = "org.apache.rocketmq:rocketmq-client:5.5.0"
 TOPIC = "txn-crash"
 COUNT = 3000
 # Each SIGKILL comes once this many transactions are acknowledged, the later two also once the
@@ -143,7 +143,7 @@ def test_a_broker_killed_three_times_under_a_java_transactional_producer_and_pus
         "--namesrv-port", str(namesrv_port), "--remoting-port", str(remoting_port), "--topic", f"{TOPIC}:4",
         "--check-interval", "1", "--transaction-timeout", "2",
     )  # fmt: skip
-    command = [*java_program(PROGRAM, [JAVA_CLIENT]), f"127.0.0.1:{namesrv_port}", TOPIC, str(COUNT)]
+    command = [*java_program(PROGRAM, [CLASSIC_CLIENT]), f"127.0.0.1:{namesrv_port}", TOPIC, str(COUNT)]
     application = JavaApplication(command)
     acked_at_kill = []
     try:

@@ -28,7 +28,6 @@ def main() -> None:
     classic = test_conformance_rocketmq_classic
     steps = {
         "Apache Kafka": kafka.broker_classpath,
-        "Kafka's tools": kafka.tools_jars,
         "Apache RocketMQ": rocketmq.broker_classpath,
         "KafkaJava": lambda: java_program(
             test_conformance_kafka.PROGRAMS / "KafkaJava.java", test_conformance_kafka.KAFKA_JAVA
@@ -38,11 +37,11 @@ def main() -> None:
         "Rmq5Java": lambda: java_program(
             test_conformance_rocketmq.PROGRAMS / "Rmq5Java.java", [test_conformance_rocketmq.JAVA_CLIENT]
         ),
-        "RmqClassicJava": lambda: java_program(classic.PROGRAMS / "RmqClassicJava.java", [classic.JAVA_CLIENT]),
+        "RmqClassicJava": lambda: java_program(classic.PROGRAMS / "RmqClassicJava.java", [rocketmq.CLASSIC_CLIENT]),
         "RmqClassicJava (4.x)": lambda: java_program(classic.PROGRAMS / "RmqClassicJava.java", [classic.JAVA_CLIENT_4]),
         "RmqSpring": lambda: java_program(classic.PROGRAMS / "RmqSpring.java", [classic.SPRING_STARTER]),
-        "RmqClassicAclJava": lambda: java_program(test_remoting_acl.PROGRAM, [test_remoting_acl.JAVA_CLIENT]),
-        "RmqClassicCrashJava": lambda: java_program(test_remoting_crashes.PROGRAM, [test_remoting_crashes.JAVA_CLIENT]),
+        "RmqClassicAclJava": lambda: java_program(test_remoting_acl.PROGRAM, [rocketmq.CLASSIC_CLIENT]),
+        "RmqClassicCrashJava": lambda: java_program(test_remoting_crashes.PROGRAM, [rocketmq.CLASSIC_CLIENT]),
     }
     for name, step in steps.items():
         began = time.monotonic()

@@ -45,7 +45,7 @@ INSTALLED = {
     "mqadmin": _maven(test_conformance_mqadmin.TOOLS_ARTIFACTS[0]),
     "nodejs": test_conformance_rocketmq.NODEJS_CLIENT.replace("@", " "),
     "java": _maven(test_conformance_rocketmq.JAVA_CLIENT),
-    "rocketmq-client": _maven(test_conformance_rocketmq_classic.JAVA_CLIENT),
+    "rocketmq-client": _maven(rocketmq.CLASSIC_CLIENT),
     "rocketmq-client-4": _maven(test_conformance_rocketmq_classic.JAVA_CLIENT_4),
     "rocketmq-client-go": test_conformance_rocketmq_classic.GO_CLIENT,
     "rocketmq-spring-boot-starter": _maven(test_conformance_rocketmq_classic.SPRING_STARTER),
