@@ -17,13 +17,13 @@ import os
 import shutil
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pyarrow as pa
 
+from bench._spark import local_session
 from bench.spark_ingest import spark_ingest
 from bench.txn import start_broker
 from broker.model import MAX_PULL
@@ -48,14 +48,7 @@ def main() -> None:
     table = pa.table({"body": pa.array([os.urandom(args.body)] * args.messages, pa.binary())})
     data = Path(tempfile.mkdtemp(prefix="halfmq-bench-fresh-"))
     broker, address = start_broker(data, "--flush", "sync", "--pull-processes", "2")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import spark_consumer
-
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark_consumer.register(spark)
+    spark = local_session()
     rates: dict[str, list[float]] = {"fresh": [], "packed": []}
     waits: list[float] = []
     try:

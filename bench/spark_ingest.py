@@ -40,6 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench._spark import local_session
 from bench.charts import bars
 from bench.txn import Listener, run_shape, start, start_broker
 from broker.model import MAX_PULL, Message
@@ -244,14 +245,7 @@ def main() -> None:
     asyncio.run(fill(data, args.messages, os.urandom(args.body)))
     print(f"built a store of {args.messages:,} messages x {args.body} B in {time.perf_counter() - began:.0f}s")
     parquet = data / "bench.parquet"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import spark_consumer
-
-    spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    spark_consumer.register(spark)
+    spark = local_session()
     spark.dataSource.register(CeilingDataSource)
     spark.dataSource.register(DirectDataSource)
     body = os.urandom(args.body)

@@ -25,7 +25,6 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # exported untyped
 
+from bench._spark import local_session
 from bench.spark_ingest import spark_ingest
 from bench.spark_sink import write_input
 from bench.txn import start_broker
@@ -93,24 +93,10 @@ def main() -> None:
     kafka_port = free_port()
     broker, address = start_broker(work / "data", "--flush", "async", "--kafka-port", str(kafka_port))
     ours = f"127.0.0.1:{kafka_port}"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import spark_consumer
-
     rates: dict[str, list[float]] = {name: [] for name in (*PUBLISH, *INGEST)}
     with Kafka(work / "kafka") as kafka:
         theirs = kafka.endpoints["bootstrap"]
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.jars.packages", SPARK_CONNECTOR)
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        spark_consumer.register(spark)
+        spark = local_session(SPARK_CONNECTOR)
         try:
             write_input(spark, work / "input", args.rows, args.files, args.body)
             for n in range(args.rounds + 1):

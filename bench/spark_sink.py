@@ -20,12 +20,12 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench._spark import local_session
 from bench.txn import start_broker
 from producer_sdk import Producer
 
@@ -70,20 +70,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="halfmq-bench-sink-"))
     broker, address = start_broker(work / "data", "--flush", "sync")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    import spark_consumer
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark_consumer.register(spark)
+    spark = local_session()
     runs: dict[str, list[float]] = {g: [] for g in GUARANTEES}
     try:
         write_input(spark, work / "input", args.rows, args.files, args.body)
