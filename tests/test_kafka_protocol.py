@@ -437,48 +437,46 @@ def test_a_transactional_offset_commit_from_v3_is_checked_against_the_group_s_me
     assert commit("", -1) == 0
 
 
-def test_a_kafka_admin_deletes_a_group_once_it_has_no_live_member(broker):
+def member_that_committed(broker, group: str):
+    """A Kafka consumer of ``group`` that has read orders' one message and committed its offset,
+    still a live member; and an admin client."""
     from confluent_kafka import Consumer
     from confluent_kafka.admin import AdminClient
 
     bootstrap = f"127.0.0.1:{broker.broker.kafka_port}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     with Producer(broker=broker.address) as plain:
         plain.send(SdkMessage(topic="orders", body=b"o"))
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g1", "auto.offset.reset": "earliest",
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})  # fmt: skip
     consumer.subscribe(["orders"])
     while (record := consumer.poll(1.0)) is None or record.error() is not None:
         pass
     consumer.commit(record, asynchronous=False)
+    return consumer, AdminClient({"bootstrap.servers": bootstrap})
+
+
+def listed(admin) -> set[str]:
+    return {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+
+
+def test_a_kafka_admin_deletes_a_group_once_it_has_no_live_member(broker):
+    consumer, admin = member_that_committed(broker, "g1")
     with pytest.raises(Exception, match="NON_EMPTY_GROUP"):
         admin.delete_consumer_groups(["g1"])["g1"].result(timeout=10)
     consumer.close()
     admin.delete_consumer_groups(["g1"])["g1"].result(timeout=10)
-    assert "g1" not in {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+    assert "g1" not in listed(admin)
     assert "g1" not in {g for g, *_ in broker.run(broker.broker.messaging.committed_offsets())}
     with pytest.raises(Exception, match="GROUP_ID_NOT_FOUND"):
         admin.delete_consumer_groups(["g1"])["g1"].result(timeout=10)
 
 
 def test_a_group_deleted_through_the_admin_api_is_gone_from_what_kafka_s_clients_list(broker):
-    from confluent_kafka import Consumer
-    from confluent_kafka.admin import AdminClient
-
-    bootstrap = f"127.0.0.1:{broker.broker.kafka_port}"
-    with Producer(broker=broker.address) as plain:
-        plain.send(SdkMessage(topic="orders", body=b"o"))
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g2", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})  # fmt: skip
-    consumer.subscribe(["orders"])
-    while (record := consumer.poll(1.0)) is None or record.error() is not None:
-        pass
-    consumer.commit(record, asynchronous=False)
+    consumer, admin = member_that_committed(broker, "g2")
     consumer.close()
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    assert "g2" in {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+    assert "g2" in listed(admin)
     httpx.delete(f"{broker.http}/consumers/g2").raise_for_status()
-    assert "g2" not in {g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid}
+    assert "g2" not in listed(admin)
     with pytest.raises(Exception, match="GROUP_ID_NOT_FOUND"):
         admin.delete_consumer_groups(["g2"])["g2"].result(timeout=10)
 
