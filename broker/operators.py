@@ -143,7 +143,8 @@ class OperatorService:
         check_name("consumer group", group)
         self._check_empty(group, "deleted")
         stored = await self._store.delete_group(group)
-        if not self._clients.forget_group(group) and not stored:
+        known = self._clients.forget_group(group)  # told whether or not the store kept anything
+        if not stored and not known:
             raise GroupNotFound(f"consumer group {group!r} has no offsets, deliveries or retry policy")
 
     async def delete_topic(self, name: str) -> None:

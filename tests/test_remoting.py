@@ -24,7 +24,7 @@ from tests.support import BrokerThread, broker_settings
 
 SEND_V2, PULL, END, HEART_BEAT, CHECK, ROUTE = 310, 11, 37, 34, 39, 105
 SEND_BATCH, QUERY_OFFSET, CONSUMER_LIST, NOTIFY, SEND_BACK, LOCK, UNLOCK = 320, 14, 38, 40, 36, 41, 42
-CHECK_CLIENT_CONFIG = 46
+CHECK_CLIENT_CONFIG, UPDATE_OFFSET, CONSUME_STATS = 46, 15, 208
 
 
 class Client:
@@ -455,8 +455,8 @@ def test_deleting_a_group_or_a_topic_drops_its_pull_offsets_as_rocketmq_s_broker
     client, http = Client(broker.broker.remoting_port), broker.http
 
     def pulled_after_committing_0() -> int:
-        assert client.call(15, consumerGroup="readers", topic="orders", queueId=2, commitOffset=0).code == 0
-        stats = client.call(208, consumerGroup="readers", topic="orders")
+        assert client.call(UPDATE_OFFSET, consumerGroup="readers", topic="orders", queueId=2, commitOffset=0).code == 0
+        stats = client.call(CONSUME_STATS, consumerGroup="readers", topic="orders")
         pulled = re.search(r'"queueId":2,"topic":"orders"\}:\{[^}]*"pullOffset":(\d+)', stats.body.decode())
         assert pulled is not None, stats.body
         return int(pulled.group(1))
