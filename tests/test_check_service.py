@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import queue
+
 import grpc
 import pytest
 
@@ -176,6 +179,37 @@ def test_a_restarted_broker_never_checks_a_resolved_message_and_keeps_check_coun
         assert resolved.transaction_id not in listener.checked
     finally:
         second.stop()
+
+
+def test_a_producer_holding_its_welcome_is_already_live_for_the_check_service(broker):
+    """The welcome is the broker's word that the session is open: a round that starts once the
+    producer has it must find the producer live. Many sessions, as the window is narrow."""
+    with grpc.insecure_channel(broker.address) as channel:
+        stub = pb_grpc.BrokerStub(channel)
+        for n in range(100):
+            up: queue.Queue[pb.SessionUp | None] = queue.Queue()
+            up.put(pb.SessionUp(hello=pb.Hello(producer_group="g", client_id=f"c-{n}")))
+            call = stub.ProducerSession(iter(up.get, None))
+            assert next(call).HasField("welcome")
+            assert broker.broker.registry.groups() == ["g"], f"session {n} got its welcome before it was live"
+            up.put(None)
+            call.cancel()
+            wait_until(lambda: broker.broker.registry.groups() == [])
+
+
+def test_two_rounds_at_once_check_a_transaction_once_and_count_one_check(broker, clock):
+    listener = ScriptedListener(check="UNKNOWN")
+    with RocketMQTransactionProducer(group="g", broker=broker.address, listener=listener):
+        txid = pending_txid(broker)
+        clock.advance(2)
+
+        async def two_rounds():
+            return await asyncio.gather(broker.broker.checks.check_once(), broker.broker.checks.check_once())
+
+        reports = broker.run(two_rounds())
+        assert sorted((r.checked, r.waiting) for r in reports) == [(0, 1), (1, 0)]
+        wait_until(lambda: len(listener.checked) == 1)
+    assert state(broker, txid).check_times == 1
 
 
 def test_the_producer_session_reconnects_after_a_broker_restart(tmp_path):

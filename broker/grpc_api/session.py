@@ -85,12 +85,12 @@ async def serve_session(
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
     make_outbox = closing_current_task(write_timeout=check_timeout)
     session = GrpcProducerSession(hello.producer_group, hello.client_id or uuid.uuid4().hex, context, make_outbox)
-    await context.write(pb.SessionDown(welcome=pb.Welcome(session_id=uuid.uuid4().hex)))
-    writer = asyncio.create_task(session.outbox.run())
+    # Registered before the welcome is written, so a producer that holds its welcome can be checked.
     registry.register(session)
     client = Client("grpc", session.producer_group, PRODUCER, session.client_id, peer_address(context))
     clients.joined(client)
     answers: set[asyncio.Task[None]] = set()
+    writer = asyncio.create_task(_welcome_then_checks(context, session.outbox))
     try:
         while (up := await context.read()) is not grpc.aio.EOF:
             if up.HasField("answer"):
@@ -105,6 +105,12 @@ async def serve_session(
         await asyncio.gather(writer, return_exceptions=True)
         if answers:
             await asyncio.gather(*answers)
+
+
+async def _welcome_then_checks(context: grpc.aio.ServicerContext, outbox: Outbox) -> None:
+    """Write the welcome, then the session's checks: the welcome is always the first message down."""
+    await context.write(pb.SessionDown(welcome=pb.Welcome(session_id=uuid.uuid4().hex)))
+    await outbox.run()
 
 
 async def _apply_answer(answer: pb.CheckAnswer, session: GrpcProducerSession, transactions: TransactionService) -> None:

@@ -202,15 +202,15 @@ class RocketMQServicer(service_grpc.MessagingServiceServicer):  # type: ignore[n
                 if not command.HasField("settings"):
                     continue
                 settings = await self._settings(command.settings)
-                async with lock:
-                    await context.write(service.TelemetryCommand(status=status(), settings=settings))
                 known = {s.producer_group for s in sessions}
-                for topic in command.settings.publishing.topics:
+                for topic in command.settings.publishing.topics:  # registered before the reply: see serve_session
                     if group_of(topic.name) not in known:
                         session = TelemetrySession(topic.name, client_id, context, lock, make_outbox)
                         writers.append(asyncio.create_task(session.outbox.run()))
                         self._registry.register(session)
                         sessions.append(session)
+                async with lock:
+                    await context.write(service.TelemetryCommand(status=status(), settings=settings))
                 self._show(shown, command.settings, client_id, peer_address(context))
         finally:
             for client in shown:

@@ -88,17 +88,24 @@ class CheckService:
         self._policy = policy
         self._metrics = metrics
         self._clock = clock
+        self._one_round = asyncio.Lock()
 
     async def check_once(self, now: float | None = None) -> RoundReport:
         """Run one round at broker time ``now`` (seconds; the clock's time when omitted).
 
         The round waits at most ``check_timeout`` for its checks to be written, whatever the
-        sessions do: a check that is not written by then is undelivered and not counted.
+        sessions do: a check that is not written by then is undelivered and not counted. Rounds
+        run one at a time (the periodic loop's and one asked for now), so none checks a
+        transaction that another is checking.
         """
-        now_ms = to_ms(self._clock() if now is None else now)
+        async with self._one_round:
+            return await self._round(to_ms(self._clock() if now is None else now))
+
+    async def _round(self, now_ms: int) -> RoundReport:
         await self._settle_expired(now_ms)
-        due = await self._due(now_ms)
-        orphaned, waiting = await self._untouched(now_ms, due)
+        live = self._registry.groups()  # one view for the round, so its report counts each row once
+        due = await self._due(now_ms, live)
+        orphaned, waiting = await self._untouched(now_ms, due, live)
         counts = dict.fromkeys(Action, 0)
         sent: dict[asyncio.Future[None], tuple[Transaction, ProducerSession]] = {}
         discards: list[Transaction] = []
@@ -164,14 +171,13 @@ class CheckService:
         if refunds:
             await self._store.refund_checks(refunds)
 
-    async def _due(self, now_ms: int) -> list[Transaction]:
+    async def _due(self, now_ms: int, groups: list[str]) -> list[Transaction]:
         """The round's work, fairly shared and bounded: every live group gets an equal share of
         ``round_limit`` (at most what its sessions' outboxes can take) of its oldest rows that
         are due and not awaiting an answer, and rows past ``max_half_age`` of any group (orphaned
         ones included) are read apart, so no group's backlog starves another's."""
         before = now_ms - to_ms(self._policy.transaction_timeout)
         answered_before = now_ms - to_ms(self._policy.check_timeout)
-        groups = self._registry.groups()
         share = max(1, self._policy.round_limit // max(1, len(groups)))
         due: dict[str, Transaction] = {}
         for group in groups:
@@ -185,14 +191,14 @@ class CheckService:
             due.setdefault(txn.transaction_id, txn)
         return list(due.values())
 
-    async def _untouched(self, now_ms: int, due: list[Transaction]) -> tuple[int, int]:
+    async def _untouched(self, now_ms: int, due: list[Transaction], groups: list[str]) -> tuple[int, int]:
         """For the report, due rows the round did not read: (orphaned, waiting for an answer)."""
         per_group = await self._store.query(
             self._store.pending_counts,
             now_ms - to_ms(self._policy.transaction_timeout),
             now_ms - to_ms(self._policy.check_timeout),
         )
-        live = set(self._registry.groups())
+        live = set(groups)
         seen = sum(1 for txn in due if txn.producer_group not in live)
         orphaned = sum(total for group, (total, _) in per_group.items() if group not in live) - seen
         return orphaned, sum(waiting for group, (_, waiting) in per_group.items() if group in live)
