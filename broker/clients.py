@@ -29,6 +29,10 @@ class Membership(Protocol):
         """Its live members, read at each listing."""
         ...
 
+    def readers(self, group: str, topic: str) -> Iterable[Client]:
+        """Its live members of ``group`` that consume ``topic``: all of them where it cannot tell."""
+        ...
+
     def forget_group(self, group: str) -> bool:
         """Drop what it keeps of a deleted group (which has no live member); whether it knew the
         group itself (not only some state of it)."""
@@ -60,6 +64,12 @@ class Clients:
     def listed(self) -> list[Client]:
         """Every client, by protocol, group, role and id."""
         return sorted({*self._live, *(c for membership in self._memberships for c in membership.clients())})
+
+    def readers(self, group: str, topic: str) -> list[Client]:
+        """The live consumers of ``group`` that consume ``topic``: a client of a protocol that
+        does not say which topics it consumes counts for every topic."""
+        unknown = [c for c in self._live if c.group == group and c.role == CONSUMER]
+        return sorted({*unknown, *(c for membership in self._memberships for c in membership.readers(group, topic))})
 
     def forget_group(self, group: str) -> bool:
         """Every membership told that ``group`` is deleted; whether any knew the group."""

@@ -124,15 +124,21 @@ class OperatorService:
 
     async def delete_offsets(self, group: str, topic: str, queue_ids: list[int]) -> None:
         """Forget ``group``'s committed offsets (and deliveries) in ``queue_ids`` of ``topic``: it
-        reads them from where a new group starts. Refused with GroupNotEmpty while the group has
-        live consumers; raises GroupNotFound if nothing of it is stored, InvalidArgument,
-        HiddenTopic, TopicNotFound, or NotFound for a queue the topic does not have."""
+        reads them from where a new group starts. Refused with GroupNotEmpty while live consumers
+        of the group consume the topic (as Kafka's OffsetDelete: a topic the group no longer
+        consumes can be cleared while it runs); raises GroupNotFound if nothing of it is stored,
+        InvalidArgument, HiddenTopic, TopicNotFound, or NotFound for a queue the topic does not have."""
         check_name("consumer group", group)
         ranges = await self._messaging.queue_offsets(topic)
         missing = sorted(set(queue_ids) - set(ranges))
         if missing:
             raise NotFound(f"topic {topic!r} has no queue {missing[0]}")
-        self._check_empty(group, "changed")
+        readers = self._clients.readers(group, topic)
+        if readers:
+            raise GroupNotEmpty(
+                f"consumer group {group!r} has {len(readers)} live consumer(s) of {topic!r}"
+                f" ({readers[0].protocol} {readers[0].address}); its offsets there can be changed once they have left"
+            )
         if not await self._store.delete_offsets(group, topic, queue_ids):
             raise GroupNotFound(f"consumer group {group!r} has no offsets, deliveries or retry policy")
 

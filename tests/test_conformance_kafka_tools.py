@@ -170,6 +170,39 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = {
         groups("delete-missing", "--delete", "--group", "P-missing"),
         groups("describe-missing", "--describe", "--group", "P-missing"),
     ],
+    # A running group's offsets of a topic its members no longer consume can be deleted; of the
+    # topic they consume, not.
+    "delete-offsets-live": [
+        *create(1),
+        topics("create-old", "--create", "--topic", "P-old", "--partitions", "1"),
+        step("created-old", "listed", "P-old", "yes"),
+        step("produce", "kafka-console-producer", *BOOTSTRAP, "--topic", "P-t", "--sync", *PRODUCE, stdin=RECORDS),
+        step(
+            "produce-old", "kafka-console-producer", *BOOTSTRAP, "--topic", "P-old", "--sync", *PRODUCE, stdin=RECORDS
+        ),
+        *(
+            step(
+                f"consume-{topic}",
+                "kafka-console-consumer",
+                *BOOTSTRAP,
+                "--topic",
+                f"P-{topic}",
+                "--group",
+                "P-g",
+                "--from-beginning",
+                "--max-messages",
+                "4",
+                "--timeout-ms",
+                "30000",
+            )
+            for topic in ("t", "old")
+        ),
+        step("join", "join", "P-g", "P-t"),
+        groups("delete-offsets-consumed", "--delete-offsets", "--group", "P-g", "--topic", "P-t"),
+        groups("delete-offsets-no-longer-consumed", "--delete-offsets", "--group", "P-g", "--topic", "P-old"),
+        groups("describe-live", "--describe", "--group", "P-g", "--offsets"),
+        step("leave", "leave"),
+    ],
     "transactions": [
         *create(1),
         step("open", "open", "P-tx", "P-t"),
@@ -199,7 +232,16 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = {
     ],
 }
 # Steps whose lines come in an order the broker does not promise (records of several partitions).
-UNORDERED = {"consume", "consume-after-reset", "list", "list-empty", "list-pending", "list-after-commit"}
+UNORDERED = {
+    "consume",
+    "consume-t",
+    "consume-old",
+    "consume-after-reset",
+    "list",
+    "list-empty",
+    "list-pending",
+    "list-after-commit",
+}
 
 # What varies whatever the broker, each with its mask: ids the clients or brokers draw, the
 # broker's address and node id (in the tools' columns that show it), times.

@@ -18,6 +18,7 @@ import httpx
 import prometheus_client
 import pytest
 
+from broker.errors import GroupNotEmpty
 from broker.model import MessageType
 from broker.remoting.frame import Command, Encoding, decode, encode
 from tests.support import BrokerThread, broker_settings
@@ -472,3 +473,19 @@ def test_deleting_a_group_or_a_topic_drops_its_pull_offsets_as_rocketmq_s_broker
     httpx.post(f"{http}/topics", json={"name": "orders", "queues": 4}).raise_for_status()
     assert send(client, "orders", 2, b"o").code == 0
     assert pulled_after_committing_0() == 0
+
+
+def test_a_live_group_s_offsets_are_deleted_only_in_topics_its_subscription_does_not_name(broker):
+    """As Kafka's OffsetDelete judges a running group: a topic the group no longer consumes can
+    be cleared; the one its members' heartbeats subscribe to, not."""
+    client, operators = Client(broker.broker.remoting_port), broker.broker.operators
+    httpx.post(f"{broker.http}/topics", json={"name": "old", "queues": 1}).raise_for_status()
+    for topic in ("orders", "old"):
+        assert send(client, topic, 0, b"o").code == 0
+        assert client.call(UPDATE_OFFSET, consumerGroup="readers", topic=topic, queueId=0, commitOffset=1).code == 0
+    assert join_readers(client, "reader-1").code == 0
+    with pytest.raises(GroupNotEmpty, match="live consumer"):
+        broker.run(operators.delete_offsets("readers", "orders", [0]))
+    broker.run(operators.delete_offsets("readers", "old", [0]))
+    rows = httpx.get(f"{broker.http}/consumers").json()["items"]
+    assert {(row["topic"], row["queue_id"]) for row in rows if row["group"] == "readers"} == {("orders", 0)}

@@ -144,8 +144,8 @@ class KafkaAdmin:
 
     async def offset_delete(self, request: Any, _: Any) -> Any:
         """Each partition's committed offset forgotten: GROUP_ID_NOT_FOUND for a group nothing of
-        which is kept; GROUP_SUBSCRIBED_TO_TOPIC for each partition while the group has live
-        consumers (of any protocol); UNKNOWN_TOPIC_OR_PARTITION for a partition that is not."""
+        which is kept; GROUP_SUBSCRIBED_TO_TOPIC for each partition of a topic that live consumers
+        of the group consume; UNKNOWN_TOPIC_OR_PARTITION for a partition that is not."""
         group_code, topics = 0, []
         for topic in request.topics:
             queue_ids = [p.partition_index for p in topic.partitions]

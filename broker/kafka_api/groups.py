@@ -25,7 +25,7 @@ from kafka.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
-from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from broker.clients import CONSUMER, Client
 
@@ -134,6 +134,18 @@ class Coordinator:
             Client("kafka", group.name, CONSUMER, m.client_id, m.client_host)
             for group in self._groups.values()
             for m in group.members.values()
+        ]
+
+    def readers(self, group: str, topic: str) -> list[Client]:
+        """The group's live members whose subscription (Kafka's consumer protocol metadata, of
+        the group's protocol) names ``topic``, or cannot be read, as Kafka's OffsetDelete judges."""
+        kept = self._groups.get(group)
+        if kept is None:
+            return []
+        return [
+            Client("kafka", kept.name, CONSUMER, m.client_id, m.client_host)
+            for m in kept.members.values()
+            if (topics := _subscribed(kept, m)) is None or topic in topics
         ]
 
     def views(self) -> list[GroupView]:
@@ -338,6 +350,19 @@ def _shared(group: Group) -> set[str]:
     """The protocols (assignors) every member of the group supports."""
     protocols = [set(m.protocols) for m in group.members.values()]
     return set.intersection(*protocols) if protocols else set()
+
+
+def _subscribed(group: Group, member: Member) -> set[str] | None:
+    """The topics a member subscribes to, read from its metadata for the group's protocol
+    (Kafka's consumer protocol: a version, then the topics); None, for any topic, when it is not
+    that protocol, the protocol is not chosen yet, or the metadata is not understood."""
+    metadata = member.protocols.get(group.protocol)
+    if group.protocol_type != "consumer" or metadata is None:
+        return None
+    try:
+        return set(ConsumerProtocolSubscription.decode(metadata).topics)
+    except Exception:  # a client's own encoding: not ours to refuse
+        return None
 
 
 def _assigned(protocol_type: str, assignment: bytes) -> list[str]:

@@ -299,6 +299,13 @@ class RemotingBroker:
             for connection, client_id in members.items():
                 yield Client("remoting", group, CONSUMER, client_id, connection.peer)
 
+    def readers(self, group: str, topic: str) -> Iterator[Client]:
+        """The group's members, if the group's subscription (what their heartbeats name) has the
+        topic, as RocketMQ keeps one subscription per group."""
+        if (group, topic) in self._subscriptions:
+            for connection, client_id in self._consumers.get(group, {}).items():
+                yield Client("remoting", group, CONSUMER, client_id, connection.peer)
+
     def forget_group(self, group: str) -> bool:
         """Drop the deleted group's pull offsets, as RocketMQ's broker does (removeOffset); they
         alone do not make a group known, so: False."""
