@@ -102,10 +102,18 @@ class KafkaTxnService:
         return await self._store.send_in_txn(transactional_id, epoch, txn_number, placed, self.now_ms())
 
     async def send_offsets(
-        self, transactional_id: str, epoch: int, txn_number: int, group: str, offsets: Sequence[OffsetInTxn]
+        self,
+        transactional_id: str,
+        epoch: int,
+        txn_number: int,
+        group: str,
+        offsets: Sequence[OffsetInTxn],
+        *,
+        past_end: bool = False,
     ) -> None:
         """Commit ``group``'s next offsets with the transaction. Each must be within its queue
-        (at most the queue's end). Raises InvalidArgument, TopicNotFound, HiddenTopic, or as ``send``."""
+        (at most the queue's end), or any from 0 with ``past_end`` (see MessagingService.check_offset).
+        Raises InvalidArgument, TopicNotFound, HiddenTopic, or as ``send``."""
         check_name("transactional id", transactional_id)
         check_name("consumer group", group)
         if not 1 <= len(offsets) <= MAX_BATCH:
@@ -113,7 +121,7 @@ class KafkaTxnService:
         if len({(o.topic, o.queue_id) for o in offsets}) < len(offsets):
             raise InvalidArgument("a queue appears twice among the offsets")
         for item in offsets:
-            await self._messaging.check_offset(item.topic, item.queue_id, item.offset)
+            await self._messaging.check_offset(item.topic, item.queue_id, item.offset, past_end=past_end)
         await self._store.add_offsets(transactional_id, epoch, txn_number, group, offsets, self.now_ms())
 
     async def end(self, transactional_id: str, epoch: int, txn_number: int, commit: bool) -> TxnEnd:

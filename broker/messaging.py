@@ -235,14 +235,21 @@ class MessagingService(PullService):
         )
         self._on_written(rows.topics[0], queue_id, run)
 
-    async def commit_consumer_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+    async def commit_consumer_offset(
+        self, group: str, topic: str, queue_id: int, offset: int, *, past_end: bool = False
+    ) -> None:
+        """Store ``group``'s next offset of a queue; see ``check_offset`` for ``past_end``."""
         check_name("consumer group", group)
-        await self.check_offset(topic, queue_id, offset)
+        await self.check_offset(topic, queue_id, offset, past_end=past_end)
         await self._store.commit_consumer_offset(group, topic, queue_id, offset)
 
-    async def check_offset(self, topic: str, queue_id: int, offset: int) -> None:
-        """Raise unless ``offset`` can be a consumer's next offset of the queue: 0 up to its end."""
+    async def check_offset(self, topic: str, queue_id: int, offset: int, *, past_end: bool = False) -> None:
+        """Raise unless ``offset`` can be a consumer's next offset of the queue: 0 up to its end,
+        or any offset from 0 with ``past_end`` (Kafka stores whatever offset its clients commit;
+        its readers then find it out of range and start again where their reset policy says)."""
         self._check_queue(topic, queue_id)
+        if past_end and offset >= 0:
+            return
         _, high = await self._store.query(self._store.queue_range, topic, queue_id)
         if not 0 <= offset <= high:
             raise InvalidArgument(

@@ -528,7 +528,7 @@ class KafkaApis:
                 if not code:
                     try:
                         await self._messaging.commit_consumer_offset(
-                            request.group_id, topic.name, part.partition_index, part.committed_offset
+                            request.group_id, topic.name, part.partition_index, part.committed_offset, past_end=True
                         )
                     except HalfmqError as exc:
                         code = error_code(exc)

@@ -121,7 +121,7 @@ class KafkaTransactions:
             if not code:
                 number = await self._number(request.transactional_id)
                 await self._txns.send_offsets(
-                    request.transactional_id, request.producer_epoch, number, request.group_id, offsets
+                    request.transactional_id, request.producer_epoch, number, request.group_id, offsets, past_end=True
                 )
         except HalfmqError as exc:
             code = txn_error(exc)

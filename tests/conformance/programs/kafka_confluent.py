@@ -225,7 +225,19 @@ def offsets(bootstrap: str, prefix: str) -> Outcome:
     second.subscribe([topic])
     starts = sorted({m.partition(): m.offset() for m in reversed(consume(second, 2))}.items())
     second.close()
-    return {"fetched": fetched, "watermarks": marks, "none_committed": none, "starts": starts}
+    # an offset past the partition's end is kept as committed; a member then starts where
+    # auto.offset.reset says (earliest)
+    third = consumer(bootstrap, f"{prefix}-past-end")
+    past_end = third.commit(offsets=[TopicPartition(topic, 0, 100)], asynchronous=False)
+    kept = third.committed([TopicPartition(topic, 0)], timeout=WAIT)[0].offset
+    third.close()
+    fourth = consumer(bootstrap, f"{prefix}-past-end")
+    fourth.assign([TopicPartition(topic, 0)])  # from the committed offset
+    reset = [m.offset() for m in consume(fourth, 1)]
+    fourth.close()
+    return {"fetched": fetched, "watermarks": marks, "none_committed": none, "starts": starts,
+            "past_end": [[tp.offset, tp.error and tp.error.name()] for tp in past_end], "past_end_kept": kept,
+            "past_end_reset": reset}  # fmt: skip
 
 
 def idempotent(bootstrap: str, prefix: str) -> Outcome:
@@ -327,7 +339,14 @@ def send_offsets(bootstrap: str, prefix: str) -> Outcome:
     producer.commit_transaction(WAIT)
     reader.close()
     out = [value for _, value in read_all(bootstrap, f"{prefix}-check", sink, "read_committed", 5, 10)]
-    return {"outputs": out, "committed": committed(bootstrap, group, source, 1)}
+    # an offset past the input's end, sent by a producer outside the group, is kept as sent
+    outside = consumer(bootstrap, f"{prefix}-past-end")
+    producer.begin_transaction()
+    producer.send_offsets_to_transaction([TopicPartition(source, 0, 100)], outside.consumer_group_metadata())
+    producer.commit_transaction(WAIT)
+    outside.close()
+    return {"outputs": out, "committed": committed(bootstrap, group, source, 1),
+            "past_end": committed(bootstrap, f"{prefix}-past-end", source, 1)}  # fmt: skip
 
 
 def transaction_timeout(bootstrap: str, prefix: str) -> Outcome:
