@@ -52,6 +52,12 @@ def groups(name: str, *args: str) -> dict[str, Any]:
     return step(name, "kafka-consumer-groups", *BOOTSTRAP, *args)
 
 
+def read_in_group(name: str, topic: str) -> dict[str, Any]:
+    """The console consumer reads the topic's four records as group P-g, which commits them."""
+    return step(name, "kafka-console-consumer", *BOOTSTRAP, "--topic", topic, "--group", "P-g", "--from-beginning",
+                "--max-messages", "4", "--timeout-ms", "30000")  # fmt: skip
+
+
 def reset(name: str, *args: str) -> dict[str, Any]:
     return groups(name, "--reset-offsets", "--group", "P-g", "--topic", "P-t", *args)
 
@@ -120,20 +126,7 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = {
     "consumer-groups": [
         *create(2),
         step("produce", "kafka-console-producer", *BOOTSTRAP, "--topic", "P-t", *PRODUCE, stdin=RECORDS),
-        step(
-            "consume",
-            "kafka-console-consumer",
-            *BOOTSTRAP,
-            "--topic",
-            "P-t",
-            "--group",
-            "P-g",
-            "--from-beginning",
-            "--max-messages",
-            "4",
-            "--timeout-ms",
-            "30000",
-        ),
+        read_in_group("consume", "P-t"),
         groups("list", "--list"),
         groups("list-empty", "--list", "--state", "Empty"),
         groups("describe", "--describe", "--group", "P-g"),
@@ -180,23 +173,8 @@ SCENARIOS: dict[str, list[dict[str, Any]]] = {
         step(
             "produce-old", "kafka-console-producer", *BOOTSTRAP, "--topic", "P-old", "--sync", *PRODUCE, stdin=RECORDS
         ),
-        *(
-            step(
-                f"consume-{topic}",
-                "kafka-console-consumer",
-                *BOOTSTRAP,
-                "--topic",
-                f"P-{topic}",
-                "--group",
-                "P-g",
-                "--from-beginning",
-                "--max-messages",
-                "4",
-                "--timeout-ms",
-                "30000",
-            )
-            for topic in ("t", "old")
-        ),
+        read_in_group("consume-t", "P-t"),
+        read_in_group("consume-old", "P-old"),
         step("join", "join", "P-g", "P-t"),
         groups("delete-offsets-consumed", "--delete-offsets", "--group", "P-g", "--topic", "P-t"),
         groups("delete-offsets-no-longer-consumed", "--delete-offsets", "--group", "P-g", "--topic", "P-old"),
