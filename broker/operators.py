@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from broker.clients import CONSUMER, Clients
+from broker.clients import CONSUMER, Client, Clients
 from broker.clock import Clock, system_clock, to_ms
 from broker.errors import GroupNotEmpty, GroupNotFound, InvalidArgument, MessageNotFound, NotFound, TopicNotFound
 from broker.messaging import MAX_BATCH, MessagingService
@@ -133,12 +133,7 @@ class OperatorService:
         missing = sorted(set(queue_ids) - set(ranges))
         if missing:
             raise NotFound(f"topic {topic!r} has no queue {missing[0]}")
-        readers = self._clients.readers(group, topic)
-        if readers:
-            raise GroupNotEmpty(
-                f"consumer group {group!r} has {len(readers)} live consumer(s) of {topic!r}"
-                f" ({readers[0].protocol} {readers[0].address}); its offsets there can be changed once they have left"
-            )
+        self._refuse_live(group, self._clients.readers(group, topic), f"changed in {topic!r}")
         if not await self._store.delete_offsets(group, topic, queue_ids):
             raise GroupNotFound(f"consumer group {group!r} has no offsets, deliveries or retry policy")
 
@@ -193,7 +188,11 @@ class OperatorService:
         return resent
 
     def _check_empty(self, group: str, what: str) -> None:
-        live = [c for c in self._clients.listed() if c.group == group and c.role == CONSUMER]
+        self._refuse_live(group, [c for c in self._clients.listed() if c.group == group and c.role == CONSUMER], what)
+
+    @staticmethod
+    def _refuse_live(group: str, live: list[Client], what: str) -> None:
+        """Refuse with GroupNotEmpty when ``live``, the group's consumers in the way, has any."""
         if live:
             raise GroupNotEmpty(
                 f"consumer group {group!r} has {len(live)} live consumer(s) ({live[0].protocol} {live[0].address});"

@@ -129,12 +129,8 @@ class Coordinator:
         """Nothing to drop: a group's state names no topic once it has no member."""
 
     def clients(self) -> list[Client]:
-        """Every live member of a group, as a consumer of it (its host: Kafka keeps no port)."""
-        return [
-            Client("kafka", group.name, CONSUMER, m.client_id, m.client_host)
-            for group in self._groups.values()
-            for m in group.members.values()
-        ]
+        """Every live member of a group, as a consumer of it."""
+        return [_as_client(group, m) for group in self._groups.values() for m in group.members.values()]
 
     def readers(self, group: str, topic: str) -> list[Client]:
         """The group's live members whose subscription (Kafka's consumer protocol metadata, of
@@ -143,7 +139,7 @@ class Coordinator:
         if kept is None:
             return []
         return [
-            Client("kafka", kept.name, CONSUMER, m.client_id, m.client_host)
+            _as_client(kept, m)
             for m in kept.members.values()
             if (topics := _subscribed(kept, m)) is None or topic in topics
         ]
@@ -350,6 +346,11 @@ def _shared(group: Group) -> set[str]:
     """The protocols (assignors) every member of the group supports."""
     protocols = [set(m.protocols) for m in group.members.values()]
     return set.intersection(*protocols) if protocols else set()
+
+
+def _as_client(group: Group, member: Member) -> Client:
+    """A live member as a consumer of its group (its host: Kafka keeps no port)."""
+    return Client("kafka", group.name, CONSUMER, member.client_id, member.client_host)
 
 
 def _subscribed(group: Group, member: Member) -> set[str] | None:

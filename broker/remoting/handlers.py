@@ -295,16 +295,18 @@ class RemotingBroker:
         """The producer and consumer groups each connection's heartbeats named."""
         for (connection, group), session in self._sessions.items():
             yield Client("remoting", group, PRODUCER, session.client_id, connection.peer)
-        for group, members in self._consumers.items():
-            for connection, client_id in members.items():
-                yield Client("remoting", group, CONSUMER, client_id, connection.peer)
+        for group in self._consumers:
+            yield from self._members(group)
 
     def readers(self, group: str, topic: str) -> Iterator[Client]:
         """The group's members, if the group's subscription (what their heartbeats name) has the
         topic, as RocketMQ keeps one subscription per group."""
         if (group, topic) in self._subscriptions:
-            for connection, client_id in self._consumers.get(group, {}).items():
-                yield Client("remoting", group, CONSUMER, client_id, connection.peer)
+            yield from self._members(group)
+
+    def _members(self, group: str) -> Iterator[Client]:
+        for connection, client_id in self._consumers.get(group, {}).items():
+            yield Client("remoting", group, CONSUMER, client_id, connection.peer)
 
     def forget_group(self, group: str) -> bool:
         """Drop the deleted group's pull offsets, as RocketMQ's broker does (removeOffset); they
