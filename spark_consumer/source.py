@@ -9,12 +9,12 @@ Half, rolled-back and discarded messages are never in a real topic, so never rea
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -93,8 +93,10 @@ def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
                 offset = reply.next_offset
                 if reply.count:  # else only offsets rolled back lay there
                     batch = record_batch(part.topic, part.queue_id, reply)
-                    # Offsets rolled back are gaps, so a reply may hold messages past the slice's end.
-                    yield batch if offset <= part.end else batch.filter(pc.less(batch["queue_offset"], part.end))
+                    if offset > part.end:  # offsets rolled back are gaps: the reply holds messages past it
+                        # Its offsets ascend; a slice spares pc.less, whose Python number imports pandas.
+                        batch = batch.slice(0, bisect_left(batch["queue_offset"].to_pylist(), part.end))
+                    yield batch
         except OffsetOutOfRange as exc:
             if part.fail_on_data_loss:
                 raise off.DataLoss(f"{where}: {exc}. Set failOnDataLoss=false to skip what is gone") from exc
