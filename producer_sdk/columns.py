@@ -5,8 +5,9 @@ become the broker's columns (``table_calls``), and pulled columns become record 
 Only keys other than none or one key of printable ASCII are turned into or out of JSON one
 message at a time; pulled properties are parsed once for each distinct set.
 
-Pulled columns become Arrow without ``pa.array`` or a Python number in a compute call: either
-imports pandas, 0.75 s of CPU in each fresh Spark Python worker, one a minute idle makes anew.
+Neither way calls ``pa.array`` or passes a Python value to a compute function (its arrays and
+scalars are built from buffers): either makes pyarrow import pandas, 0.75 s of CPU in each fresh
+Spark Python worker, and Spark replaces its workers after a minute idle.
 """
 
 from __future__ import annotations
@@ -99,6 +100,10 @@ def _string_array(values: list[str]) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), len(data), [None, offsets, pa.py_buffer(b"".join(data))])
 
 
+def _text(value: str) -> pa.Scalar:
+    return _string_array([value])[0]
+
+
 _NO_STRINGS = _string_array([])
 
 
@@ -153,12 +158,9 @@ TABLE_COLUMNS: dict[str, tuple[str, Callable[[pa.DataType], bool]]] = {
 MAX_CALL_MESSAGES = 1024  # the broker's limit per call
 MAX_CALL_BYTES = 4 * 1024 * 1024  # bodies per call (at least one message), far below gRPC's 64 MiB
 # The last 4 hex digits of a call's fresh message ids: a fresh id's, replaced by the row's number.
-# Built from buffers: pa.array of a list imports pandas (0.4 s), in every Spark Python worker.
-_SUFFIXES = pa.StringArray.from_buffers(
-    MAX_CALL_MESSAGES,
-    pa.py_buffer(array("i", range(0, 4 * MAX_CALL_MESSAGES + 1, 4))),
-    pa.py_buffer("".join(f"{i:04x}" for i in range(MAX_CALL_MESSAGES)).encode()),
-)
+_SUFFIXES = _string_array([f"{i:04x}" for i in range(MAX_CALL_MESSAGES)])
+_EMPTY, _NO_KEYS, _OPEN, _CLOSE = (_text(value) for value in ("", "[]", '["', '"]'))
+_FALSE = pa.Array.from_buffers(pa.bool_(), 1, [None, pa.py_buffer(b"\0")])[0]
 _ONE_KEY = r"^[ !#-\[\]-~]+$"  # a key whose JSON is '["' + key + '"]' (RE2 compiles counted repeats slowly)
 _NONE_OR_ONE_KEY = r'^\[("[ !#-\[\]-~]+")?\]$'  # '[]', or one such key's JSON
 
@@ -205,7 +207,7 @@ def table_calls(table: pa.Table | pa.RecordBatch) -> Iterator[tuple[pb.MessageCo
     column = table["body"]
     bodies = (column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()).cast(pa.binary())
     if bodies.null_count:
-        bodies = pc.fill_null(bodies, b"")
+        bodies = pc.fill_null(bodies, _EMPTY.cast(pa.binary()))
     # The bytes of the bodies before each row: a call ends before the first row that would take it
     # past MAX_CALL_BYTES, found by bisection, not by a step per row.
     before = list(accumulate(pc.binary_length(bodies).to_pylist(), initial=0))
@@ -219,17 +221,17 @@ def table_calls(table: pa.Table | pa.RecordBatch) -> Iterator[tuple[pb.MessageCo
 def _call_columns(rows: pa.Table, bodies: pa.Array) -> tuple[pb.MessageColumns, pa.Array]:
     count = len(rows)
     names = set(rows.column_names)
-    ids = pc.binary_join_element_wise(new_message_id()[:-4], _SUFFIXES.slice(0, count), "")
+    ids = pc.binary_join_element_wise(_text(new_message_id()[:-4]), _SUFFIXES.slice(0, count), _EMPTY)
     if "message_id" in names:
         ids = pc.coalesce(rows["message_id"].combine_chunks(), ids)
     columns = pb.MessageColumns(count=count, message_ids=_column(ids), bodies=_column(bodies))
     if "tags" in names:
-        columns.tags.CopyFrom(_column(pc.fill_null(rows["tags"].combine_chunks(), "")))
+        columns.tags.CopyFrom(_column(pc.fill_null(rows["tags"].combine_chunks(), _EMPTY)))
     if "keys" in names:
         columns.keys.CopyFrom(_column(_keys_json(rows["keys"].combine_chunks())))
     if "properties" in names:
         texts = [json.dumps(dict(p), sort_keys=True) if p else "{}" for p in rows["properties"].to_pylist()]
-        columns.properties.CopyFrom(_column(pa.array(texts, pa.string())))
+        columns.properties.CopyFrom(_column(_string_array(texts)))
     columns.born_timestamps = _native(array("q", repeat(int(time.time() * 1000), count)).tobytes(), "q")
     return columns, ids
 
@@ -238,11 +240,11 @@ def _keys_json(keys: pa.Array) -> pa.Array:
     """Each row's keys as the JSON array the broker stores: a key of printable ASCII is wrapped
     as a column, anything else is written one row at a time."""
     if pa.types.is_string(keys.type):
-        simple = pc.fill_null(pc.match_substring_regex(keys, _ONE_KEY), False)
+        simple = pc.fill_null(pc.match_substring_regex(keys, _ONE_KEY), _FALSE)
         if pc.all(pc.or_(simple, pc.is_null(keys))).as_py():
-            return pc.if_else(pc.is_null(keys), "[]", pc.binary_join_element_wise('["', keys, '"]', ""))
-        return pa.array([json.dumps([k]) if k is not None else "[]" for k in keys.to_pylist()], pa.string())
-    return pa.array([json.dumps(k) if k else "[]" for k in keys.to_pylist()], pa.string())
+            return pc.if_else(pc.is_null(keys), _NO_KEYS, pc.binary_join_element_wise(_OPEN, keys, _CLOSE, _EMPTY))
+        return _string_array([json.dumps([k]) if k is not None else "[]" for k in keys.to_pylist()])
+    return _string_array([json.dumps(k) if k else "[]" for k in keys.to_pylist()])
 
 
 def _column(values: pa.Array) -> pb.PackedColumn:
@@ -252,7 +254,7 @@ def _column(values: pa.Array) -> pb.PackedColumn:
     positions = pa.Array.from_buffers(pa.int32(), len(values) + 1, [None, offsets], offset=values.offset)
     first, last = positions[0].as_py(), positions[-1].as_py()
     if first:
-        positions = pc.subtract(positions, pa.scalar(first, pa.int32()))
+        positions = pc.subtract(positions, _int32s([first])[0])
     packed = pb.PackedColumn(data=data.slice(first, last - first).to_pybytes() if data is not None else b"")
     packed.offsets = _native(positions.buffers()[1].slice(positions.offset * 4, 4 * len(positions)).to_pybytes(), "i")
     return packed
@@ -262,11 +264,11 @@ def receipts(ids: pa.Array, reply: pb.SendColumnsResponse) -> pa.Table:
     """A call's receipts: message_id, queue_id and queue_offset per row (null for a refused one)."""
     count = len(ids)
     queue_ids = pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(_native(reply.queue_ids, "i"))])
-    refused = pc.equal(queue_ids, -1)
+    refused = pc.equal(queue_ids, _int32s([-1])[0])
     return pa.table({
         "message_id": ids,
-        "queue_id": pc.if_else(refused, None, queue_ids),
-        "queue_offset": pc.if_else(refused, None, _int64s(reply.queue_offsets, count)),
+        "queue_id": pc.if_else(refused, pa.nulls(count, pa.int32()), queue_ids),
+        "queue_offset": pc.if_else(refused, pa.nulls(count, pa.int64()), _int64s(reply.queue_offsets, count)),
     })  # fmt: skip
 
 
@@ -289,7 +291,7 @@ async def send_table(client: BrokerClient, topic: str, table: pa.Table | pa.Reco
         for call, _ in calls:
             call.cancel()
     if not calls:
-        return receipts(pa.array([], pa.string()), pb.SendColumnsResponse())
+        return receipts(_NO_STRINGS, pb.SendColumnsResponse())
     result = pa.concat_tables([receipts(ids, reply) for (_, ids), reply in zip(calls, replies, strict=True)])
     refused = [(first + r.index, r.error) for first, reply in zip(_starts(calls), replies, strict=False)
                for r in reply.refused]  # fmt: skip

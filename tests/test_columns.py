@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -124,31 +125,37 @@ def test_a_streamed_read_is_exactly_the_columnar_pulls_of_its_range(broker, coun
     assert sum(reply.count for reply in expected) == max(0, min(end, count) - offset)
 
 
-def test_pulled_columns_become_arrow_without_importing_pandas(broker, tmp_path: Path):
-    """``pa.array``, and a Python number in a compute call, import pandas: 0.75 s of CPU in each
-    fresh Spark Python worker. Replies with no keys or properties, one key each, several keys,
-    and properties, become Arrow batches in a fresh interpreter that never imports it."""
+def test_tables_and_pulled_columns_cross_to_and_from_arrow_without_importing_pandas(broker, tmp_path: Path):
+    """``pa.array``, and a Python value in a compute call, import pandas: 0.75 s of CPU in each
+    fresh Spark Python worker. A fresh interpreter sends a table with nulls, no keys, one key,
+    several keys and properties, pulls it back as Arrow, and reads it as a Spark task does,
+    without importing it."""
     topic = f"no-pandas-{next(_topic_numbers)}"
+    table = pa.table({
+        "body": pa.array([b"a", b"b", None], pa.binary()),
+        "message_id": pa.array([None, "m-1", None], pa.string()),
+        "keys": pa.array([[], ["k"], ["k1", "ключ"]], pa.list_(pa.string())),
+        "tags": pa.array([None, "t", None], pa.string()),
+        "properties": pa.array([[], [("p", "1")], [("p", "2"), ("q", "3")]], pa.map_(pa.string(), pa.string())),
+    })  # fmt: skip
+    with pa.ipc.new_file(tmp_path / "table.arrow", table.schema) as file:
+        file.write_table(table)
     with Producer(broker=broker.address) as producer:
         producer.create_topic(topic, 1)
-        producer.send_batch([
-            SdkMessage(topic=topic, body=b"a"),
-            SdkMessage(topic=topic, body=b"b", keys=["k"], properties={"p": "1"}),
-            SdkMessage(topic=topic, body=b"c", keys=["k1", "ключ"], properties={"p": "2", "q": "3"}),
-        ])  # fmt: skip
-    with BrokerClient(Connection(broker.address)) as client:
-        for count in (1, 2, 3):
-            (tmp_path / f"{count}.bin").write_bytes(client.pull_columns(topic, 0, 0, count).SerializeToString())
     script = f"""
 import sys
-from pathlib import Path
-from halfmq_proto.v1 import halfmq_pb2 as pb
+import pyarrow as pa
+from producer_sdk import Producer
 from producer_sdk.columns import record_batch
-from spark_consumer.client import Connection
+from spark_consumer.client import BrokerClient, Connection
 from spark_consumer.source import QueueSlice, read_slice
-for count in (1, 2, 3):
-    reply = pb.PullColumnsResponse.FromString(Path({str(tmp_path)!r}, f"{{count}}.bin").read_bytes())
-    print(record_batch({topic!r}, 0, reply).column("keys").to_pylist())
+with pa.ipc.open_file({str(tmp_path / "table.arrow")!r}) as file:
+    table = file.read_all()
+with Producer(broker={broker.address!r}) as producer:
+    print(producer.send_table({topic!r}, table).column("queue_offset").to_pylist())
+with BrokerClient(Connection({broker.address!r})) as client:
+    for count in (1, 2, 3):
+        print(record_batch({topic!r}, 0, client.pull_columns({topic!r}, 0, 0, count)).column("keys").to_pylist())
 whole = QueueSlice(Connection({broker.address!r}), {topic!r}, 0, 0, 3, 2, True)
 print([batch.num_rows for batch in read_slice(whole)])
 print("pandas" in sys.modules)
@@ -156,11 +163,19 @@ print("pandas" in sys.modules)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
+        "[0, 1, 2]",
         "[[]]",
         "[[], ['k']]",
         "[[], ['k'], ['k1', 'ключ']]",
         "[2, 1]",
         "False",
+    ]
+    with PullConsumer(group="g", broker=broker.address) as consumer:
+        pulled = consumer.pull(topic, queue_id=0, offset=0, max_messages=3).messages
+    assert [(m.body, m.tags, m.properties) for m in pulled] == [
+        (b"a", "", {}),
+        (b"b", "t", {"p": "1"}),
+        (b"", "", {"p": "2", "q": "3"}),
     ]
 
 
