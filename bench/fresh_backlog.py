@@ -39,6 +39,15 @@ def packed(data: Path, topic: str) -> int:
     return int(count)
 
 
+def wait_packed(data: Path, topic: str, messages: int, queues: int) -> float:
+    """Wait until the packer has packed every whole segment of the ``messages`` of ``topic``
+    (each queue's last, partial one stays rows); seconds waited."""
+    began = time.perf_counter()
+    while packed(data, topic) < messages - queues * MAX_PULL:
+        time.sleep(0.05)
+    return time.perf_counter() - began
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=200_000)
@@ -59,10 +68,7 @@ def main() -> None:
                     producer.create_topic(topic, QUEUES)
                     producer.send_table(topic, table)
                     if way == "packed":
-                        began = time.perf_counter()
-                        while packed(data, topic) < args.messages - QUEUES * MAX_PULL:
-                            time.sleep(0.05)
-                        waits.append(time.perf_counter() - began)
+                        waits.append(wait_packed(data, topic, args.messages, QUEUES))
                     rows, seconds = spark_ingest(spark, "halfmq", address, topic)
                     assert rows == args.messages, (rows, args.messages)
                     if n:  # round 0 warms up

@@ -15,7 +15,9 @@ warms the JVM and the workers and is not recorded; then ``--rounds`` rounds, eac
 an order that turns by one each round (``rotated``), so that over a multiple of 3 rounds each way
 publishes first, and reads first, equally often.
 Spark runs ``local[2]``; the broker flushes as Kafka does by default (``--flush async``, left to
-the OS), so both keep what they acknowledged in the page cache.
+the OS), so both keep what they acknowledged in the page cache. The reads of a round start once
+both brokers are idle: halfmq's packer packs what was published after the publishing query ends
+(Apache Kafka has no such work left), so the round first waits for it, and prints how long.
 
 Goals: halfmq's source at least 1.0x Spark's Kafka source on Apache Kafka; halfmq's exactly-once
 sink at least 0.5x Spark's Kafka sink into Apache Kafka.
@@ -37,6 +39,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # exported untyped
 
 from bench._spark import local_session
+from bench.fresh_backlog import wait_packed
 from bench.spark_ingest import spark_ingest
 from bench.spark_sink import write_input
 from bench.txn import start_broker
@@ -105,6 +108,7 @@ def main() -> None:
     broker, address = start_broker(work / "data", "--flush", "async", "--kafka-port", str(kafka_port))
     ours = f"127.0.0.1:{kafka_port}"
     rates: dict[str, list[float]] = {name: [] for name in (*PUBLISH, *INGEST)}
+    waits: list[float] = []
     with Kafka(work / "kafka") as kafka:
         theirs = kafka.endpoints["bootstrap"]
         spark = local_session(SPARK_CONNECTOR)
@@ -122,6 +126,7 @@ def main() -> None:
                                         bootstrap=theirs),
                 }  # fmt: skip
                 seconds = {name: publishes[name]() for name in rotated(PUBLISH, n)}
+                packing = sum(wait_packed(work / "data", topic, args.rows, PARTITIONS) for topic in (eo, ks))
                 reads: dict[str, Callable[[], tuple[int, float]]] = {
                     INGEST[0]: partial(spark_ingest, spark, "halfmq", address, eo),
                     INGEST[1]: partial(kafka_ingest, spark, ours, ks, work),
@@ -132,6 +137,7 @@ def main() -> None:
                     if rows != args.rows:
                         raise RuntimeError(f"{name} read {rows} rows of {args.rows}")
                 if n:  # round 0 warms up
+                    waits.append(packing)
                     for name, elapsed in seconds.items():
                         rates[name].append(args.rows / elapsed)
                     for name, (rows, elapsed) in read.items():
@@ -147,6 +153,7 @@ def main() -> None:
         print(
             f"{name + ':':<30} {' / '.join(f'{r:,.0f}' for r in figures)} rows/s, mean {statistics.mean(figures):,.0f}"
         )
+    print(f"{'packing after the publishes:':<30} {' / '.join(f'{w:.1f}' for w in waits)} s before the reads")
     mean = {name: statistics.mean(figures) for name, figures in rates.items()}
     print(f"ratio halfmq source / kafka source <- Apache Kafka: {mean[INGEST[0]] / mean[INGEST[2]]:.2f} (goal: 1.0)")
     print(
