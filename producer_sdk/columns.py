@@ -57,7 +57,7 @@ def record_batch(topic: str, queue_id: int, reply: pb.PullColumnsResponse) -> pa
     count = reply.count
     columns = [
         _repeated(topic.encode(), count),
-        pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(array("i", repeat(queue_id, count)).tobytes())]),
+        _int32s(repeat(queue_id, count)),
         _int64s(reply.queue_offsets, count),
         _packed(pa.string(), reply.message_ids, count),
         _packed(pa.string(), reply.transaction_ids, count),
@@ -85,8 +85,7 @@ def _int64s(data: bytes, count: int) -> pa.Array:
 
 
 def _timestamps(data: bytes, count: int) -> pa.Array:
-    millis = pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), count, [None, pa.py_buffer(_native(data, "q"))])
-    return millis.cast(TIMESTAMP)
+    return _int64s(data, count).view(pa.timestamp("ms", tz="UTC")).cast(TIMESTAMP)
 
 
 def _int32s(values: Iterable[int]) -> pa.Array:
@@ -137,8 +136,7 @@ def _keys(column: pb.PackedColumn, count: int) -> pa.Array:
 def _properties(column: pb.PackedColumn, count: int) -> pa.Array:
     """The properties column: sent empty, no message has any; else each distinct set parsed once."""
     if not column.offsets:
-        offsets = pa.Array.from_buffers(pa.int32(), count + 1, [None, pa.py_buffer(bytes(4 * (count + 1)))])
-        return pa.MapArray.from_arrays(offsets, _NO_STRINGS, _NO_STRINGS)
+        return pa.MapArray.from_arrays(_int32s(repeat(0, count + 1)), _NO_STRINGS, _NO_STRINGS)
     texts = _packed(pa.binary(), column, count).dictionary_encode()
     sets = [json.loads(text) for text in texts.dictionary.to_pylist()]
     offsets = _int32s(accumulate(map(len, sets), initial=0))
