@@ -52,6 +52,9 @@ import org.apache.rocketmq.client.java.exception.InternalErrorException;
 
 public class Rmq5Java {
     static final long WAIT = 30_000; // ms a scenario waits for what it expects before it records what it has
+    // ms from a dead letter's last failed attempt to its dead-letter topic's route: 15 s were not
+    // enough for the real broker on a machine busy with the test run.
+    static final long DEAD_LETTER_WAIT = 60_000;
     static final Duration AWAIT = Duration.ofSeconds(1); // a receive's long polling (the peer's proxy allows it)
     static final int EMPTY_ROUNDS = 3; // empty receives in a row that end a drain
     static final int DELAY = 5; // seconds ahead a delayed message is due
@@ -132,6 +135,27 @@ public class Rmq5Java {
 
         SimpleConsumer consumer(String group, String topic, String tag) throws ClientException {
             return consumer(group, topic, new FilterExpression(tag, FilterExpressionType.TAG));
+        }
+
+        /**
+         * A consumer of a topic that the broker creates, once it has a route (asked each second), or
+         * null if it has none within waitMillis.
+         */
+        SimpleConsumer routedConsumer(String group, String topic, long waitMillis) throws Exception {
+            long deadline = System.currentTimeMillis() + waitMillis;
+            while (true) {
+                try {
+                    return consumer(group, topic, "*");
+                } catch (IllegalStateException e) { // a consumer of a topic without a route fails to start
+                    if (!(rootCause(e) instanceof ClientException)) {
+                        throw e;
+                    }
+                    if (System.currentTimeMillis() > deadline) {
+                        return null;
+                    }
+                    Thread.sleep(1000);
+                }
+            }
         }
 
         SimpleConsumer consumer(String group, String topic, FilterExpression filter) throws ClientException {
@@ -398,6 +422,7 @@ public class Rmq5Java {
             }
             List<List<Object>> attempts = Collections.synchronizedList(new ArrayList<>());
             List<Long> times = Collections.synchronizedList(new ArrayList<>());
+            SimpleConsumer reader;
             try (PushConsumer pushing = provider.newPushConsumerBuilder()
                 .setClientConfiguration(configuration)
                 .setConsumerGroup(group)
@@ -413,23 +438,16 @@ public class Rmq5Java {
                     Thread.sleep(200);
                 }
                 // The message goes to the dead-letter topic when it is visible again (after the last
-                // failure's backoff) and the group receives again. A client asking for the dead-letter
-                // topic's route before it exists would be told "not found" for the proxy's route cache
-                // time, so the reader starts only after that.
-                Thread.sleep(15_000);
+                // failure's backoff) and the group receives again: the reader starts once that topic
+                // exists.
+                reader = routedConsumer(prefix + "-dlq-readers", "%DLQ%" + group, DEAD_LETTER_WAIT);
             }
             Map<String, Object> outcome = new TreeMap<>();
             synchronized (attempts) {
                 outcome.put("attempts", new ArrayList<>(attempts));
                 outcome.put("retried_within_9s", times.size() > 1 && times.get(1) - times.get(0) < 9_000_000_000L);
             }
-            SimpleConsumer reader;
-            try {
-                reader = consumer(prefix + "-dlq-readers", "%DLQ%" + group, "*");
-            } catch (IllegalStateException e) { // a consumer of a topic without a route fails to start
-                if (!(rootCause(e) instanceof ClientException)) {
-                    throw e;
-                }
+            if (reader == null) {
                 outcome.put("dead_letters", "no dead-letter topic");
                 return outcome;
             }
