@@ -91,6 +91,7 @@ class Broker:
             max_body_bytes=settings.max_body_bytes,
             timeout=settings.batch_timeout,
             clock=self.clock,
+            on_committed=self.packer.written if settings.segments else None,
         )
         self.kafka_txns = KafkaTxnService(
             self.store, self.messaging, max_body_bytes=settings.max_body_bytes, metrics=self.metrics, clock=self.clock

@@ -2,13 +2,17 @@
 ranges of a batch (stored at their final offsets, invisible until the batch commits), then ends
 the batch once: commit makes its ranges visible and records the batch, so a replay commits
 nothing; every end rolls back what the group still has open at that batch or below. A batch
-never ended is rolled back after ``timeout``, so that no queue's readers wait on it for good."""
+never ended is rolled back after ``timeout``, so that no queue's readers wait on it for good.
+
+A prepared range's messages are kept, as the store holds them, until their batch ends (within
+HELD_BYTES): a commit hands them to the packer, which packs them without reading them back."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.columns import MessageColumns, check_columns
@@ -16,8 +20,10 @@ from broker.errors import HalfmqError, InvalidArgument
 from broker.messaging import MAX_BATCH, MessagingService
 from broker.model import (
     BatchEnd,
+    MessageRows,
     MessageType,
     OpenRange,
+    QueueColumns,
     Resolution,
     check_batch_id,
     check_data_topic,
@@ -30,6 +36,19 @@ from broker.store import Store
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 1.0  # seconds between looks for batches past their timeout
+HELD_BYTES = 128 * 1024 * 1024  # bodies of prepared ranges kept until their batch ends; more are read back
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A prepared range's messages as the store holds them, until its batch ends."""
+
+    producer_group: str
+    batch_id: int
+    topic: str
+    opened: OpenRange
+    columns: QueueColumns
+    opened_ms: int
 
 
 class BatchService:
@@ -41,13 +60,19 @@ class BatchService:
         max_body_bytes: int,
         timeout: float,
         clock: Clock = system_clock,
+        on_committed: Callable[[str, int, QueueColumns], None] | None = None,
     ) -> None:
+        """``on_committed(topic, queue_id, columns)`` is told of each committed range it kept
+        (the packer packs them from there), in offset order per queue."""
         self._store = store
         self._messaging = messaging
         self._max_body_bytes = max_body_bytes
         self._timeout_ms = to_ms(timeout)
         self._clock = clock
         self._log = RateLimitedLog(log)
+        self._on_committed = on_committed
+        self._held: dict[int, _Held] = {}  # by range id
+        self._held_bytes = 0
 
     async def prepare(self, producer_group: str, batch_id: int, columns: MessageColumns) -> OpenRange:
         """Store a table of messages of one topic in one queue (the topic's queues take turns) as
@@ -64,7 +89,10 @@ class BatchService:
         for row, refusal in sorted(checked.refused.items())[:1]:
             raise type(refusal)(f"row {row}: {refusal}")
         queue_id = self._messaging.take_turn(columns.topic)
-        return await self._store.prepare_range(producer_group, batch_id, checked.rows, queue_id, self._now_ms())
+        now_ms = self._now_ms()
+        opened = await self._store.prepare_range(producer_group, batch_id, checked.rows, queue_id, now_ms)
+        self._hold(producer_group, batch_id, checked.rows, opened, now_ms)
+        return opened
 
     async def end(
         self, producer_group: str, batch_id: int, resolution: Resolution, range_ids: Sequence[int]
@@ -83,12 +111,19 @@ class BatchService:
         if resolution is Resolution.ROLLBACK and range_ids:
             raise InvalidArgument("ROLLBACK names no ranges: it rolls back all that is open of the batch")
         commit = range_ids if resolution is Resolution.COMMIT else None
-        return await self._store.end_batch(producer_group, batch_id, commit, self._now_ms())
+        ended = await self._store.end_batch(producer_group, batch_id, commit, self._now_ms())
+        if commit and not ended.already_committed and self._on_committed is not None:
+            runs = [self._held[range_id] for range_id in set(commit) if range_id in self._held]
+            for held in sorted(runs, key=lambda h: (h.opened.queue_id, h.opened.first_offset)):
+                self._on_committed(held.topic, held.opened.queue_id, held.columns)
+        self._release(lambda h: h.producer_group == producer_group and h.batch_id <= batch_id)
+        return ended
 
     async def expire(self) -> int:
         """Roll back the ranges open longer than the timeout; return how many messages went.
         Looks on a reader first, so that a broker with no batch past its time writes nothing."""
         cutoff = self._now_ms() - self._timeout_ms
+        self._release(lambda h: h.opened_ms < cutoff)
         oldest = await self._store.query(self._store.oldest_open_range)
         return 0 if oldest is None or oldest >= cutoff else await self._store.expire_ranges(cutoff)
 
@@ -100,6 +135,20 @@ class BatchService:
             except HalfmqError as exc:  # the store failed this time: try again next time
                 self._log.warning(exc.code, "rolling back timed-out batches failed: %s", exc)
             await asyncio.sleep(SWEEP_INTERVAL)
+
+    def _hold(self, producer_group: str, batch_id: int, rows: MessageRows, opened: OpenRange, now_ms: int) -> None:
+        """Keep a range of messages all stored anew, while HELD_BYTES allows."""
+        if self._on_committed is None or opened.already_stored or opened.first_offset == opened.end_offset:
+            return
+        columns = rows.as_stored(list(range(opened.first_offset, opened.end_offset)), now_ms)
+        if self._held_bytes + columns.body_bytes <= HELD_BYTES:
+            self._held[opened.range_id] = _Held(producer_group, batch_id, rows.topics[0], opened, columns, now_ms)
+            self._held_bytes += columns.body_bytes
+
+    def _release(self, done: Callable[[_Held], bool]) -> None:
+        """Forget the kept ranges ``done`` picks."""
+        for range_id in [range_id for range_id, held in self._held.items() if done(held)]:
+            self._held_bytes -= self._held.pop(range_id).columns.body_bytes
 
     def _now_ms(self) -> int:
         return to_ms(self._clock())

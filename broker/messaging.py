@@ -220,20 +220,8 @@ class MessagingService(PullService):
 
     def _written(self, rows: MessageRows, queue_id: int, stored: Appended, now_ms: int) -> None:
         """Tell ``on_written`` of ``rows`` if all were stored anew (so one after another)."""
-        if self._on_written is None or stored.new != len(rows):
-            return
-        run = QueueColumns(
-            queue_offsets=stored.queue_offsets,
-            message_ids=_utf8(rows.message_ids),
-            transaction_ids=[b""] * len(rows),
-            keys=_utf8(rows.keys),
-            tags=_utf8(rows.tags),
-            properties=_utf8(rows.properties),
-            bodies=rows.bodies,
-            born_timestamps=rows.born_timestamps,
-            store_timestamps=[now_ms] * len(rows),
-        )
-        self._on_written(rows.topics[0], queue_id, run)
+        if self._on_written is not None and stored.new == len(rows):
+            self._on_written(rows.topics[0], queue_id, rows.as_stored(stored.queue_offsets, now_ms))
 
     async def commit_consumer_offset(
         self, group: str, topic: str, queue_id: int, offset: int, *, past_end: bool = False
@@ -373,9 +361,3 @@ class MessagingService(PullService):
 
 def _placements(messages: Sequence[Message], appended: Appended) -> list[Placement | HalfmqError]:
     return appended.placements([m.topic for m in messages], [m.message_id for m in messages])
-
-
-def _utf8(values: Sequence[str]) -> list[bytes]:
-    """``values`` encoded, once when they are all the same (keys, tags or properties mostly are)."""
-    first = values[0]
-    return [first.encode()] * len(values) if values.count(first) == len(values) else [v.encode() for v in values]

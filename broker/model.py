@@ -180,6 +180,10 @@ class QueueColumns:
         """These messages, then ``later``'s."""
         return QueueColumns(*([*getattr(self, f.name), *getattr(later, f.name)] for f in fields(self)))
 
+    @property
+    def body_bytes(self) -> int:
+        return sum(map(len, self.bodies))
+
 
 @dataclass(frozen=True)
 class MessageRows:
@@ -200,6 +204,27 @@ class MessageRows:
     def take(self, indexes: Sequence[int]) -> MessageRows:
         """The messages at ``indexes``, in that order."""
         return MessageRows(*([getattr(self, f.name)[i] for i in indexes] for f in fields(self)))
+
+    def as_stored(self, queue_offsets: Sequence[int], store_timestamp: int) -> QueueColumns:
+        """These messages (of one queue, with no transaction) as the store holds them, stored at
+        ``queue_offsets`` at ``store_timestamp``."""
+        return QueueColumns(
+            queue_offsets=queue_offsets,
+            message_ids=_utf8(self.message_ids),
+            transaction_ids=[b""] * len(self),
+            keys=_utf8(self.keys),
+            tags=_utf8(self.tags),
+            properties=_utf8(self.properties),
+            bodies=self.bodies,
+            born_timestamps=self.born_timestamps,
+            store_timestamps=[store_timestamp] * len(self),
+        )
+
+
+def _utf8(values: Sequence[str]) -> list[bytes]:
+    """``values`` encoded, once when they are all the same (keys, tags or properties mostly are)."""
+    first = values[0]
+    return [first.encode()] * len(values) if values.count(first) == len(values) else [v.encode() for v in values]
 
 
 @dataclass(frozen=True)

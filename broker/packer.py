@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 INTERVAL = 0.5  # seconds between rounds that found nothing to pack
 SEGMENTS_PER_STEP = 4  # per queue per round: a queue's backlog never holds up the others long
-HELD_BYTES = 64 * 1024 * 1024  # bodies of runs held in memory, not packed yet; more are left to the rounds
+HELD_BYTES = 128 * 1024 * 1024  # bodies of runs held in memory, not packed yet; more are left to the rounds
 
 
 class Packer:
@@ -44,7 +44,7 @@ class Packer:
 
     def written(self, topic: str, queue_id: int, columns: QueueColumns) -> None:
         """Messages just committed to a queue, in offset order, from its ``queue_offsets[0]`` on."""
-        size = _size(columns)
+        size = columns.body_bytes
         if (topic, queue_id) in self._verified and len(columns) and self._held + size <= HELD_BYTES:
             self._runs.append((topic, queue_id, columns, size))
             self._held += size
@@ -77,7 +77,7 @@ class Packer:
                 self._continued[(topic, queue_id)] = asyncio.get_running_loop().time()
                 rest = columns.cut(done)
                 if len(rest):
-                    rest_size = _size(rest)
+                    rest_size = rest.body_bytes
                     self._unpacked[(topic, queue_id)] = (rest, rest_size)
                     self._held += rest_size
             packed += max(done, 0)
@@ -106,7 +106,3 @@ class Packer:
                 self._verified.add(queue)
         self._metrics.packed(packed)
         return packed
-
-
-def _size(columns: QueueColumns) -> int:
-    return sum(map(len, columns.bodies))

@@ -24,10 +24,11 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import functions
 
+from broker.columns import MessageColumns
 from broker.delays import DelayService
 from broker.errors import HiddenTopic
 from broker.grpc_api.convert import columns_to_pb, segment_to_pb
-from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, Packed, PullBatch, Topic
+from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, Packed, PullBatch, QueueColumns, Topic
 from broker.packer import INTERVAL
 from broker.store import Store
 from broker.store.reads import BACKGROUND_NICE
@@ -401,29 +402,12 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
     messages short of a segment for the next run, and reading back the few messages between a
     queue's segments and a run; each segment is byte for byte the one it packs by reading the
     rows back."""
-    import pyarrow as pa
 
-    from broker.columns import MessageColumns
     from broker.messaging import MessagingService
     from broker.metrics import Metrics
     from broker.packer import Packer
 
     rng = random.Random(7)
-
-    def table(count: int) -> MessageColumns:
-        messages = [random_message(rng, i, 3000) for i in range(count)]
-        return MessageColumns(
-            topic="t",
-            message_ids=pa.array([f"{m.message_id}-{i}".encode() for i, m in enumerate(messages)], pa.binary()),
-            keys=pa.array([json.dumps(list(m.keys)).encode() if m.keys else b"[]" for m in messages], pa.binary()),
-            tags=pa.array([m.tags.encode() for m in messages], pa.binary()),
-            properties=pa.array(
-                [json.dumps(dict(m.properties), sort_keys=True).encode() if m.properties else b"{}" for m in messages],
-                pa.binary(),
-            ),
-            bodies=pa.array([m.body for m in messages], pa.binary()),
-            born_timestamps=pa.array([m.born_timestamp for m in messages], pa.int64()),
-        )
 
     async def scenario() -> list[tuple[int, int, int, bytes]]:
         store = Store(tmp_path / "data")
@@ -437,7 +421,10 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
         # Queues 0, 1, 2, 0, 1, 2: queue 0 two whole runs, queue 1 a short run then a long one,
         # queue 2 runs after a message that came in no run (read from the store, packed with them).
         counts = (MAX_PULL, 5, MAX_PULL, MAX_PULL, MAX_PULL, MAX_PULL)
-        queues = [(await messaging.send_columns(table(count))).queue_ids[0] for count in counts]
+        queues = [
+            (await messaging.send_columns(_table(rng, "t", f"r{n}", count))).queue_ids[0]
+            for n, count in enumerate(counts)
+        ]
         assert queues == [0, 1, 2, 0, 1, 2]
         # Queue 1: 5 + 1,024 messages, one segment; queue 2: 1 + 2,048, two segments, the first
         # with the message before its runs.
@@ -457,13 +444,117 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
     asyncio.run(scenario())
 
 
+def test_a_committed_batch_is_packed_from_memory_exactly_as_from_the_rows(tmp_path):
+    """An exactly-once batch's prepared ranges are kept until the batch ends: its commit hands
+    them to the packer, in offset order per queue, and each segment is byte for byte the one the
+    rounds pack by reading the rows back. A rolled-back batch and a replayed commit hand over
+    nothing."""
+    from broker.batches import BatchService
+    from broker.messaging import MessagingService
+    from broker.metrics import Metrics
+    from broker.model import Resolution
+    from broker.packer import Packer
+
+    rng = random.Random(11)
+    told: list[tuple[int, int, int]] = []
+
+    async def scenario() -> list[tuple[int, int, int, bytes]]:
+        store = Store(tmp_path / "data")
+        await store.create_topic("t", 2)
+        packer = Packer(store, segment_to_pb, metrics=Metrics())
+        await packer.pack()  # the first round: every queue's segments are verified
+
+        def committed(topic: str, queue_id: int, columns: QueueColumns) -> None:
+            told.append((queue_id, columns.queue_offsets[0], len(columns)))
+            packer.written(topic, queue_id, columns)
+
+        messaging = MessagingService(store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20)
+        batches = BatchService(store, messaging, max_body_bytes=1 << 20, timeout=60, on_committed=committed)
+        # Queues 0, 1, 0, 1, 0 in turn: queue 0 1,000 messages, a range of another group rolled
+        # back (a gap of 1,000 offsets), then 1,024 more; queue 1 5 messages, then 1,024.
+        g = [await batches.prepare("g", 1, _table(rng, "t", f"a{n}", n)) for n in (1000, 5)]
+        rolled_back = await batches.prepare("other", 1, _table(rng, "t", "b", 1000))
+        g += [await batches.prepare("g", 1, _table(rng, "t", f"c{n}", MAX_PULL)) for n in range(2)]
+        assert [r.queue_id for r in (*g[:2], rolled_back, *g[2:])] == [0, 1, 0, 1, 0]
+        await batches.end("other", 1, Resolution.ROLLBACK, [])
+        ranges = [r.range_id for r in g]
+        await batches.end("g", 1, Resolution.COMMIT, ranges)
+        # A replay whose rows differ: the batch is already committed, so its range rolls back.
+        replayed = await batches.prepare("g", 1, _table(rng, "t", "d", 3))
+        assert (await batches.end("g", 1, Resolution.COMMIT, [replayed.range_id])).already_committed
+        assert told == [(0, 0, 1000), (0, 2000, MAX_PULL), (1, 0, 5), (1, 5, MAX_PULL)]
+        # Queue 0: one segment, its first 1,000 messages (read back: the run after them does not
+        # follow them) and 24 of the run after the gap; queue 1: one segment, 5 + 1,019.
+        assert await packer.pack_runs() == 24 + MAX_PULL
+        from_memory = await store.query(_segment_rows, store)
+        assert [row[:3] for row in from_memory] == [(0, 0, 2024), (1, 0, MAX_PULL)]
+        await store.query(store.drop_segments)
+        for queue in (0, 1):
+            await store.query(store.pack, "t", queue, segment_to_pb, 4)
+        from_rows = await store.query(_segment_rows, store)
+        store.close()
+        assert from_rows == from_memory
+        return from_rows
+
+    asyncio.run(scenario())
+
+
+def test_a_batch_never_ended_lets_go_of_its_messages_at_its_timeout(tmp_path, monkeypatch):
+    """What is kept of prepared ranges is bounded (HELD_BYTES), and a batch never ended gives its
+    share back when the timeout rolls it back: a later batch's messages are kept again."""
+    import broker.batches
+    from broker.batches import BatchService
+    from broker.messaging import MessagingService
+    from broker.model import Resolution
+
+    rng = random.Random(12)
+    monkeypatch.setattr(broker.batches, "HELD_BYTES", 100)
+    now = [1000.0]
+    told: list[int] = []
+
+    async def scenario() -> None:
+        store = Store(tmp_path / "data")
+        await store.create_topic("t", 1)
+        messaging = MessagingService(store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20)
+        batches = BatchService(
+            store, messaging, max_body_bytes=1 << 20, timeout=60, clock=lambda: now[0],
+            on_committed=lambda topic, queue_id, columns: told.append(len(columns)),
+        )  # fmt: skip
+        await batches.prepare("g", 1, _table(rng, "t", "a", 1, body=b"x" * 60))  # never ended
+        late = await batches.prepare("h", 1, _table(rng, "t", "b", 1, body=b"y" * 60))
+        await batches.end("h", 1, Resolution.COMMIT, [late.range_id])
+        assert told == []  # 120 bytes would pass HELD_BYTES: the second range was not kept
+        now[0] += 61
+        assert await batches.expire() == 1
+        kept = await batches.prepare("h", 2, _table(rng, "t", "c", 1, body=b"z" * 60))
+        await batches.end("h", 2, Resolution.COMMIT, [kept.range_id])
+        store.close()
+        assert told == [1]
+
+    asyncio.run(scenario())
+
+
+def _table(rng: random.Random, topic: str, prefix: str, count: int, *, body: bytes | None = None) -> MessageColumns:
+    """A table of ``count`` random messages (or of ``body``) with ids ``prefix-0`` on."""
+    messages = [random_message(rng, i, 3000) for i in range(count)]
+    return MessageColumns(
+        topic=topic,
+        message_ids=pa.array([f"{prefix}-{i}".encode() for i in range(count)], pa.binary()),
+        keys=pa.array([json.dumps(list(m.keys)).encode() if m.keys else b"[]" for m in messages], pa.binary()),
+        tags=pa.array([m.tags.encode() for m in messages], pa.binary()),
+        properties=pa.array(
+            [json.dumps(dict(m.properties), sort_keys=True).encode() if m.properties else b"{}" for m in messages],
+            pa.binary(),
+        ),
+        bodies=pa.array([body if body is not None else m.body for m in messages], pa.binary()),
+        born_timestamps=pa.array([m.born_timestamp for m in messages], pa.int64()),
+    )
+
+
 def test_a_run_after_an_open_range_is_not_packed_over_it(tmp_path):
     """The messages between a queue's segments and a run are packed with it only if all are
     committed: an open range there (an exactly-once batch not ended) keeps the run out of any
     segment until the range commits, and the rounds then pack the whole queue."""
-    import pyarrow as pa
-
-    from broker.columns import MessageColumns
     from broker.messaging import MessagingService
     from broker.metrics import Metrics
     from broker.model import MessageRows
@@ -502,9 +593,6 @@ def _segment_rows(store: Store) -> list[tuple[int, int, int, bytes]]:
 def test_a_call_with_a_message_stored_before_it_is_not_handed_to_the_packer(tmp_path):
     """Its offsets may run on from the queue's end (the message stored before was the last one),
     but that message's columns are the resend's, not the store's: it is left to the rounds."""
-    import pyarrow as pa
-
-    from broker.columns import MessageColumns
     from broker.messaging import MessagingService
 
     def table(*ids: str) -> MessageColumns:
