@@ -409,7 +409,7 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
 
     rng = random.Random(7)
 
-    async def scenario() -> list[tuple[int, int, int, bytes]]:
+    async def scenario() -> None:
         store = Store(tmp_path / "data")
         await store.create_topic("t", 3)
         packer = Packer(store, segment_to_pb, metrics=Metrics())
@@ -433,13 +433,9 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
         assert [row[:3] for row in from_memory] == [
             (0, 0, MAX_PULL), (0, MAX_PULL, MAX_PULL), (1, 0, MAX_PULL), (2, 0, MAX_PULL), (2, MAX_PULL, MAX_PULL)
         ]  # fmt: skip
-        await store.query(store.drop_segments)
-        for queue in (0, 1, 2):
-            await store.query(store.pack, "t", queue, segment_to_pb, 4)
-        from_rows = await store.query(_segment_rows, store)
+        from_rows = await _packed_from_rows(store, 3)
         store.close()
         assert from_rows == from_memory
-        return from_rows
 
     asyncio.run(scenario())
 
@@ -458,7 +454,7 @@ def test_a_committed_batch_is_packed_from_memory_exactly_as_from_the_rows(tmp_pa
     rng = random.Random(11)
     told: list[tuple[int, int, int]] = []
 
-    async def scenario() -> list[tuple[int, int, int, bytes]]:
+    async def scenario() -> None:
         store = Store(tmp_path / "data")
         await store.create_topic("t", 2)
         packer = Packer(store, segment_to_pb, metrics=Metrics())
@@ -488,13 +484,9 @@ def test_a_committed_batch_is_packed_from_memory_exactly_as_from_the_rows(tmp_pa
         assert await packer.pack_runs() == 24 + MAX_PULL
         from_memory = await store.query(_segment_rows, store)
         assert [row[:3] for row in from_memory] == [(0, 0, 2024), (1, 0, MAX_PULL)]
-        await store.query(store.drop_segments)
-        for queue in (0, 1):
-            await store.query(store.pack, "t", queue, segment_to_pb, 4)
-        from_rows = await store.query(_segment_rows, store)
+        from_rows = await _packed_from_rows(store, 2)
         store.close()
         assert from_rows == from_memory
-        return from_rows
 
     asyncio.run(scenario())
 
@@ -583,6 +575,14 @@ def test_a_run_after_an_open_range_is_not_packed_over_it(tmp_path):
         assert [row[:3] for row in segments] == [(0, 0, MAX_PULL)]
 
     asyncio.run(scenario())
+
+
+async def _packed_from_rows(store: Store, queues: int) -> list[tuple[int, int, int, bytes]]:
+    """The segments of topic ``t``'s first ``queues`` queues, dropped and packed again from the rows."""
+    await store.query(store.drop_segments)
+    for queue in range(queues):
+        await store.query(store.pack, "t", queue, segment_to_pb, 4)
+    return await store.query(_segment_rows, store)
 
 
 def _segment_rows(store: Store) -> list[tuple[int, int, int, bytes]]:
