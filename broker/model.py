@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
+from itertools import chain
 from typing import Generic, TypeVar
 
 from broker.errors import (
@@ -176,9 +177,12 @@ class QueueColumns:
         """The messages from ``start`` up to ``stop``."""
         return QueueColumns(*(list(getattr(self, f.name)[start:stop]) for f in fields(self)))
 
-    def then(self, later: QueueColumns) -> QueueColumns:
-        """These messages, then ``later``'s."""
-        return QueueColumns(*([*getattr(self, f.name), *getattr(later, f.name)] for f in fields(self)))
+    @staticmethod
+    def joined(parts: Sequence[QueueColumns]) -> QueueColumns:
+        """The messages of ``parts``, one part after another."""
+        return QueueColumns(
+            *(list(chain.from_iterable(getattr(part, f.name) for part in parts)) for f in fields(QueueColumns))
+        )
 
     @property
     def body_bytes(self) -> int:

@@ -2,7 +2,8 @@
 in the background, a few segments of a queue at a time, on the store's background thread. A whole
 SendColumns call's messages, all written to one queue, are handed over as soon as they are
 committed: the packer keeps each queue's messages not yet packed in memory while they continue
-its segments, and packs every whole segment from there, without reading it back."""
+its segments, and packs every whole segment from there, without reading it back. Runs that only
+add to what a queue keeps, still short of a segment, are kept with it and cost no store work."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from dataclasses import dataclass
 
 from broker.errors import HalfmqError
 from broker.metrics import Metrics
-from broker.model import SYSTEM_TOPICS, QueueColumns
+from broker.model import MAX_PULL, SYSTEM_TOPICS, QueueColumns
 from broker.ratelog import RateLimitedLog
 from broker.store import Store
 from broker.store.segments import Encode
@@ -34,8 +36,8 @@ class Packer:
         self._verified: set[tuple[str, int]] = set()  # queues whose segments are known to be of this store
         self._runs: deque[tuple[str, int, QueueColumns, int]] = deque()  # each with its bytes of bodies
         self._held = 0  # bytes of bodies in _runs and _unpacked
-        # Per queue, its messages after its last segment, when all of them came in runs, and their bytes.
-        self._unpacked: dict[tuple[str, int], tuple[QueueColumns, int]] = {}
+        # Per queue, its messages after its last segment, when all of them came in runs.
+        self._unpacked: dict[tuple[str, int], _Kept] = {}
         # Per queue, when a run last continued its segments: while its runs do, rounds leave it to
         # them (a round reading rows whose run is on its way would pack them twice over, and the
         # run, no longer at the segments' end, would be dropped).
@@ -67,19 +69,25 @@ class Packer:
         self._ran.clear()
         while self._runs:
             topic, queue_id, columns, size = self._runs.popleft()
+            queue = (topic, queue_id)
+            kept = self._unpacked.pop(queue, None)
+            if kept is not None and kept.end == columns.queue_offsets[0]:
+                kept.add(columns, size)
+                if len(kept) < MAX_PULL:  # no segment to cut yet
+                    self._unpacked[queue] = kept
+                    self._continued[queue] = asyncio.get_running_loop().time()
+                    continue
+                columns, size = kept.joined(), kept.size
+            elif kept is not None:
+                self._held -= kept.size
             self._held -= size
-            before, before_size = self._unpacked.pop((topic, queue_id), (None, 0))
-            self._held -= before_size
-            if before is not None and before.queue_offsets[-1] + 1 == columns.queue_offsets[0]:
-                columns = before.then(columns)
             done = await self._store.in_background(self._store.pack_run, topic, queue_id, columns, self._encode)
             if done >= 0:  # they continued the queue's segments: the rest waits for the next run
-                self._continued[(topic, queue_id)] = asyncio.get_running_loop().time()
+                self._continued[queue] = asyncio.get_running_loop().time()
                 rest = columns.cut(done)
                 if len(rest):
-                    rest_size = rest.body_bytes
-                    self._unpacked[(topic, queue_id)] = (rest, rest_size)
-                    self._held += rest_size
+                    self._unpacked[queue] = _Kept([rest], rest.body_bytes, len(rest))
+                    self._held += rest.body_bytes
             packed += max(done, 0)
         self._metrics.packed(packed)
         return packed
@@ -106,3 +114,28 @@ class Packer:
                 self._verified.add(queue)
         self._metrics.packed(packed)
         return packed
+
+
+@dataclass
+class _Kept:
+    """A queue's messages after its last segment, in the runs they came in, one after another."""
+
+    parts: list[QueueColumns]
+    size: int  # bytes of bodies
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+    @property
+    def end(self) -> int:
+        """The offset after the last message."""
+        return self.parts[-1].queue_offsets[-1] + 1
+
+    def add(self, run: QueueColumns, size: int) -> None:
+        self.parts.append(run)
+        self.size += size
+        self.count += len(run)
+
+    def joined(self) -> QueueColumns:
+        return QueueColumns.joined(self.parts)

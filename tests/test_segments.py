@@ -440,6 +440,44 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
     asyncio.run(scenario())
 
 
+def test_small_runs_are_kept_in_memory_until_a_segment_can_be_cut(tmp_path, monkeypatch):
+    """Runs of a few messages each (a Kafka producer's batches) cost the store nothing while they
+    only add to what a queue keeps: the store packs once a segment's worth has come, and the
+    segment is the one packed by reading the rows back."""
+    from broker.messaging import MessagingService
+    from broker.metrics import Metrics
+    from broker.packer import Packer
+
+    rng = random.Random(13)
+
+    async def scenario() -> None:
+        store = Store(tmp_path / "data")
+        await store.create_topic("t", 1)
+        packer = Packer(store, segment_to_pb, metrics=Metrics())
+        await packer.pack()  # the first round: the queue's segments are verified
+        messaging = MessagingService(
+            store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20, on_written=packer.written
+        )
+        calls = []
+        pack_run = store.pack_run
+        monkeypatch.setattr(store, "pack_run", lambda *args: calls.append(len(args[2])) or pack_run(*args))
+        packed = 0
+        for n in range(69):  # 69 runs of 15: 1,035 messages
+            await messaging.send_columns(_table(rng, "t", f"r{n}", 15))
+            packed += await packer.pack_runs()
+        # The first run, on its own (what precedes it is read back), then the 69th with the 67
+        # kept between: 1,035 messages, a segment of 1,024 and 11 kept for the next run.
+        assert calls == [15, 1035]
+        assert packed == MAX_PULL
+        from_memory = await store.query(_segment_rows, store)
+        assert [row[:3] for row in from_memory] == [(0, 0, MAX_PULL)]
+        from_rows = await _packed_from_rows(store, 1)
+        store.close()
+        assert from_rows == from_memory
+
+    asyncio.run(scenario())
+
+
 def test_a_committed_batch_is_packed_from_memory_exactly_as_from_the_rows(tmp_path):
     """An exactly-once batch's prepared ranges are kept until the batch ends: its commit hands
     them to the packer, in offset order per queue, and each segment is byte for byte the one the

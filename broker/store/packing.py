@@ -154,7 +154,7 @@ class SegmentStore(StoreBase):
             before = _rows_between(conn, topic, queue_id, _segments_end(conn, topic, queue_id, low), columns)
             if before is None:
                 return -1
-            columns, packed = before.then(columns), 0
+            columns, packed = QueueColumns.joined([before, columns]), 0
             while (count := _whole_segment(columns.cut(packed))) > 0:
                 run = columns.cut(packed, packed + count)
                 _insert_segment(conn, topic, queue_id, run.queue_offsets[0], run, encode)
