@@ -28,8 +28,10 @@ from broker.columns import MessageColumns
 from broker.delays import DelayService
 from broker.errors import HiddenTopic
 from broker.grpc_api.convert import columns_to_pb, segment_to_pb
+from broker.messaging import MessagingService
+from broker.metrics import Metrics
 from broker.model import MAX_PULL, PULL_BYTES, SYSTEM_TOPICS, Message, Packed, PullBatch, QueueColumns, Topic
-from broker.packer import INTERVAL
+from broker.packer import INTERVAL, Packer
 from broker.store import Store
 from broker.store.reads import BACKGROUND_NICE
 from broker.store.segments import SEGMENTS_FILE
@@ -403,20 +405,10 @@ def test_runs_a_table_wrote_are_packed_from_memory_exactly_as_from_the_rows(tmp_
     queue's segments and a run; each segment is byte for byte the one it packs by reading the
     rows back."""
 
-    from broker.messaging import MessagingService
-    from broker.metrics import Metrics
-    from broker.packer import Packer
-
     rng = random.Random(7)
 
     async def scenario() -> None:
-        store = Store(tmp_path / "data")
-        await store.create_topic("t", 3)
-        packer = Packer(store, segment_to_pb, metrics=Metrics())
-        await packer.pack()  # the first round: every queue's segments are verified
-        messaging = MessagingService(
-            store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20, on_written=packer.written
-        )
+        store, packer, messaging = await _packing(tmp_path, 3)
         await store.append([(random_message(rng, 99, 10), 2)], NOW_MS)  # queue 2 starts with a plain send
         # Queues 0, 1, 2, 0, 1, 2: queue 0 two whole runs, queue 1 a short run then a long one,
         # queue 2 runs after a message that came in no run (read from the store, packed with them).
@@ -444,20 +436,11 @@ def test_small_runs_are_kept_in_memory_until_a_segment_can_be_cut(tmp_path, monk
     """Runs of a few messages each (a Kafka producer's batches) cost the store nothing while they
     only add to what a queue keeps: the store packs once a segment's worth has come, and the
     segment is the one packed by reading the rows back."""
-    from broker.messaging import MessagingService
-    from broker.metrics import Metrics
-    from broker.packer import Packer
 
     rng = random.Random(13)
 
     async def scenario() -> None:
-        store = Store(tmp_path / "data")
-        await store.create_topic("t", 1)
-        packer = Packer(store, segment_to_pb, metrics=Metrics())
-        await packer.pack()  # the first round: the queue's segments are verified
-        messaging = MessagingService(
-            store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20, on_written=packer.written
-        )
+        store, packer, messaging = await _packing(tmp_path, 1)
         calls = []
         pack_run = store.pack_run
         monkeypatch.setattr(store, "pack_run", lambda *args: calls.append(len(args[2])) or pack_run(*args))
@@ -484,25 +467,18 @@ def test_a_committed_batch_is_packed_from_memory_exactly_as_from_the_rows(tmp_pa
     rounds pack by reading the rows back. A rolled-back batch and a replayed commit hand over
     nothing."""
     from broker.batches import BatchService
-    from broker.messaging import MessagingService
-    from broker.metrics import Metrics
     from broker.model import Resolution
-    from broker.packer import Packer
 
     rng = random.Random(11)
     told: list[tuple[int, int, int]] = []
 
     async def scenario() -> None:
-        store = Store(tmp_path / "data")
-        await store.create_topic("t", 2)
-        packer = Packer(store, segment_to_pb, metrics=Metrics())
-        await packer.pack()  # the first round: every queue's segments are verified
+        store, packer, messaging = await _packing(tmp_path, 2)
 
         def committed(topic: str, queue_id: int, columns: QueueColumns) -> None:
             told.append((queue_id, columns.queue_offsets[0], len(columns)))
             packer.written(topic, queue_id, columns)
 
-        messaging = MessagingService(store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20)
         batches = BatchService(store, messaging, max_body_bytes=1 << 20, timeout=60, on_committed=committed)
         # Queues 0, 1, 0, 1, 0 in turn: queue 0 1,000 messages, a range of another group rolled
         # back (a gap of 1,000 offsets), then 1,024 more; queue 1 5 messages, then 1,024.
@@ -534,7 +510,6 @@ def test_a_batch_never_ended_lets_go_of_its_messages_at_its_timeout(tmp_path, mo
     share back when the timeout rolls it back: a later batch's messages are kept again."""
     import broker.batches
     from broker.batches import BatchService
-    from broker.messaging import MessagingService
     from broker.model import Resolution
 
     rng = random.Random(12)
@@ -585,23 +560,14 @@ def test_a_run_after_an_open_range_is_not_packed_over_it(tmp_path):
     """The messages between a queue's segments and a run are packed with it only if all are
     committed: an open range there (an exactly-once batch not ended) keeps the run out of any
     segment until the range commits, and the rounds then pack the whole queue."""
-    from broker.messaging import MessagingService
-    from broker.metrics import Metrics
     from broker.model import MessageRows
-    from broker.packer import Packer
 
     ids = pa.array([f"m-{i}".encode() for i in range(MAX_PULL)], pa.binary())
     run = MessageColumns("t", ids, None, None, None, ids, None)
     held = MessageRows(["t"] * 3, ["h-0", "h-1", "h-2"], ["[]"] * 3, [""] * 3, ["{}"] * 3, [b"h"] * 3, [0] * 3)
 
     async def scenario() -> None:
-        store = Store(tmp_path / "data")
-        await store.create_topic("t", 1)
-        packer = Packer(store, segment_to_pb, metrics=Metrics())
-        await packer.pack()  # the first round: the queue's segments are verified
-        messaging = MessagingService(
-            store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20, on_written=packer.written
-        )
+        store, packer, messaging = await _packing(tmp_path, 1)
         opened = await store.prepare_range("g", 1, held, 0, NOW_MS)
         assert (await messaging.send_columns(run)).queue_offsets[0] == 3
         assert await packer.pack_runs() == 0
@@ -613,6 +579,17 @@ def test_a_run_after_an_open_range_is_not_packed_over_it(tmp_path):
         assert [row[:3] for row in segments] == [(0, 0, MAX_PULL)]
 
     asyncio.run(scenario())
+
+
+async def _packing(tmp_path: Path, queues: int) -> tuple[Store, Packer, MessagingService]:
+    """A store with topic ``t`` of ``queues`` queues, its packer (every queue's segments verified by
+    a first round) and a messaging service that hands the packer what SendColumns calls write."""
+    store = Store(tmp_path / "data")
+    await store.create_topic("t", queues)
+    packer = Packer(store, segment_to_pb, metrics=Metrics())
+    await packer.pack()
+    delays = DelayService(store, max_delay=3600)
+    return store, packer, MessagingService(store, delays, max_body_bytes=1 << 20, on_written=packer.written)
 
 
 async def _packed_from_rows(store: Store, queues: int) -> list[tuple[int, int, int, bytes]]:
@@ -631,7 +608,6 @@ def _segment_rows(store: Store) -> list[tuple[int, int, int, bytes]]:
 def test_a_call_with_a_message_stored_before_it_is_not_handed_to_the_packer(tmp_path):
     """Its offsets may run on from the queue's end (the message stored before was the last one),
     but that message's columns are the resend's, not the store's: it is left to the rounds."""
-    from broker.messaging import MessagingService
 
     def table(*ids: str) -> MessageColumns:
         binary = pa.array([i.encode() for i in ids], pa.binary())
