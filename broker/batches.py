@@ -48,7 +48,6 @@ class _Held:
     topic: str
     opened: OpenRange
     columns: QueueColumns
-    size: int  # bytes of bodies
     opened_ms: int
 
 
@@ -141,16 +140,15 @@ class BatchService:
         """Keep a range of messages all stored anew, while HELD_BYTES allows."""
         if self._on_committed is None or opened.already_stored or opened.first_offset == opened.end_offset:
             return
-        size = sum(map(len, rows.bodies))
-        if self._held_bytes + size <= HELD_BYTES:
-            columns = rows.as_stored(list(range(opened.first_offset, opened.end_offset)), now_ms)
-            self._held[opened.range_id] = _Held(producer_group, batch_id, rows.topics[0], opened, columns, size, now_ms)
-            self._held_bytes += size
+        columns = rows.as_stored(list(range(opened.first_offset, opened.end_offset)), now_ms)
+        if self._held_bytes + columns.body_bytes <= HELD_BYTES:
+            self._held[opened.range_id] = _Held(producer_group, batch_id, rows.topics[0], opened, columns, now_ms)
+            self._held_bytes += columns.body_bytes
 
     def _release(self, done: Callable[[_Held], bool]) -> None:
         """Forget the kept ranges ``done`` picks."""
         for range_id in [range_id for range_id, held in self._held.items() if done(held)]:
-            self._held_bytes -= self._held.pop(range_id).size
+            self._held_bytes -= self._held.pop(range_id).columns.body_bytes
 
     def _now_ms(self) -> int:
         return to_ms(self._clock())

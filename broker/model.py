@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
+from functools import cached_property
 from itertools import chain
 from typing import Generic, TypeVar
 
@@ -184,8 +185,9 @@ class QueueColumns:
             *(list(chain.from_iterable(getattr(part, f.name) for part in parts)) for f in fields(QueueColumns))
         )
 
-    @property
+    @cached_property
     def body_bytes(self) -> int:
+        """Bytes of the bodies (counted once: the batch service and the packer both bound by it)."""
         return sum(map(len, self.bodies))
 
 

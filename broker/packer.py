@@ -34,7 +34,7 @@ class Packer:
         self._metrics = metrics
         self._log = RateLimitedLog(log)
         self._verified: set[tuple[str, int]] = set()  # queues whose segments are known to be of this store
-        self._runs: deque[tuple[str, int, QueueColumns, int]] = deque()  # each with its bytes of bodies
+        self._runs: deque[tuple[str, int, QueueColumns]] = deque()
         self._held = 0  # bytes of bodies in _runs and _unpacked
         # Per queue, its messages after its last segment, when all of them came in runs.
         self._unpacked: dict[tuple[str, int], _Kept] = {}
@@ -46,10 +46,9 @@ class Packer:
 
     def written(self, topic: str, queue_id: int, columns: QueueColumns) -> None:
         """Messages just committed to a queue, in offset order, from its ``queue_offsets[0]`` on."""
-        size = columns.body_bytes
-        if (topic, queue_id) in self._verified and len(columns) and self._held + size <= HELD_BYTES:
-            self._runs.append((topic, queue_id, columns, size))
-            self._held += size
+        if (topic, queue_id) in self._verified and len(columns) and self._held + columns.body_bytes <= HELD_BYTES:
+            self._runs.append((topic, queue_id, columns))
+            self._held += columns.body_bytes
             self._ran.set()
 
     async def run(self) -> None:
@@ -68,19 +67,19 @@ class Packer:
         packed = 0
         self._ran.clear()
         while self._runs:
-            topic, queue_id, columns, size = self._runs.popleft()
+            topic, queue_id, columns = self._runs.popleft()
             queue = (topic, queue_id)
             kept = self._unpacked.pop(queue, None)
             if kept is not None and kept.end == columns.queue_offsets[0]:
-                kept.add(columns, size)
+                kept.add(columns)
                 if len(kept) < MAX_PULL:  # no segment to cut yet
                     self._unpacked[queue] = kept
                     self._continued[queue] = asyncio.get_running_loop().time()
                     continue
-                columns, size = kept.joined(), kept.size
-            elif kept is not None:
+                columns = kept.joined()
+            elif kept is not None:  # no longer continued by this run: left to the rounds
                 self._held -= kept.size
-            self._held -= size
+            self._held -= columns.body_bytes
             done = await self._store.in_background(self._store.pack_run, topic, queue_id, columns, self._encode)
             if done >= 0:  # they continued the queue's segments: the rest waits for the next run
                 self._continued[queue] = asyncio.get_running_loop().time()
@@ -132,9 +131,9 @@ class _Kept:
         """The offset after the last message."""
         return self.parts[-1].queue_offsets[-1] + 1
 
-    def add(self, run: QueueColumns, size: int) -> None:
+    def add(self, run: QueueColumns) -> None:
         self.parts.append(run)
-        self.size += size
+        self.size += run.body_bytes
         self.count += len(run)
 
     def joined(self) -> QueueColumns:

@@ -436,7 +436,6 @@ def test_small_runs_are_kept_in_memory_until_a_segment_can_be_cut(tmp_path, monk
     """Runs of a few messages each (a Kafka producer's batches) cost the store nothing while they
     only add to what a queue keeps: the store packs once a segment's worth has come, and the
     segment is the one packed by reading the rows back."""
-
     rng = random.Random(13)
 
     async def scenario() -> None:
@@ -518,9 +517,7 @@ def test_a_batch_never_ended_lets_go_of_its_messages_at_its_timeout(tmp_path, mo
     told: list[int] = []
 
     async def scenario() -> None:
-        store = Store(tmp_path / "data")
-        await store.create_topic("t", 1)
-        messaging = MessagingService(store, DelayService(store, max_delay=3600), max_body_bytes=1 << 20)
+        store, _, messaging = await _packing(tmp_path, 1)
         batches = BatchService(
             store, messaging, max_body_bytes=1 << 20, timeout=60, clock=lambda: now[0],
             on_committed=lambda topic, queue_id, columns: told.append(len(columns)),
