@@ -20,8 +20,9 @@ from array import array
 from asyncio import FIRST_COMPLETED
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import accumulate, repeat
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -195,9 +196,16 @@ def _list_of_strings(kind: pa.DataType) -> bool:
     return pa.types.is_list(kind) and _strings(kind.value_type)
 
 
-def table_calls(table: pa.Table | pa.RecordBatch) -> Iterator[tuple[pb.MessageColumns, pa.Array]]:
-    """The rows of ``table`` (see ``check_table``) as the columns of SendColumns calls, each within
-    the broker's limits, with each call's message ids (a fresh one for a row without)."""
+ColumnsRequest = TypeVar("ColumnsRequest", pb.SendColumnsRequest, pb.PrepareColumnsRequest)
+
+
+def table_calls(
+    table: pa.Table | pa.RecordBatch, request: Callable[[], ColumnsRequest]
+) -> Iterator[tuple[ColumnsRequest, pa.Array]]:
+    """The rows of ``table`` (see ``check_table``) as calls within the broker's limits: each a
+    fresh ``request()`` with the call's columns written into its ``messages`` (in place: a
+    message passed to a constructor or ``CopyFrom`` is copied whole, a megabyte of bodies a
+    call), and the call's message ids (a fresh one for a row without)."""
     check_table(table)
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
@@ -212,26 +220,31 @@ def table_calls(table: pa.Table | pa.RecordBatch) -> Iterator[tuple[pb.MessageCo
     start, rows = 0, len(table)
     while start < rows:
         end = max(start + 1, min(start + MAX_CALL_MESSAGES, bisect_right(before, before[start] + MAX_CALL_BYTES) - 1))
-        yield _call_columns(table.slice(start, end - start), bodies.slice(start, end - start))
+        call = request()
+        ids = _fill(call.messages, table.slice(start, end - start), bodies.slice(start, end - start))
+        yield call, ids
         start = end
 
 
-def _call_columns(rows: pa.Table, bodies: pa.Array) -> tuple[pb.MessageColumns, pa.Array]:
+def _fill(columns: pb.MessageColumns, rows: pa.Table, bodies: pa.Array) -> pa.Array:
+    """Write ``rows`` into ``columns``; their message ids."""
     count = len(rows)
     names = set(rows.column_names)
     ids = pc.binary_join_element_wise(_text(new_message_id()[:-4]), _SUFFIXES.slice(0, count), _EMPTY)
     if "message_id" in names:
         ids = pc.coalesce(rows["message_id"].combine_chunks(), ids)
-    columns = pb.MessageColumns(count=count, message_ids=_column(ids), bodies=_column(bodies))
+    columns.count = count
+    _pack(columns.message_ids, ids)
+    _pack(columns.bodies, bodies)
     if "tags" in names:
-        columns.tags.CopyFrom(_column(pc.fill_null(rows["tags"].combine_chunks(), _EMPTY)))
+        _pack(columns.tags, pc.fill_null(rows["tags"].combine_chunks(), _EMPTY))
     if "keys" in names:
-        columns.keys.CopyFrom(_column(_keys_json(rows["keys"].combine_chunks())))
+        _pack(columns.keys, _keys_json(rows["keys"].combine_chunks()))
     if "properties" in names:
         texts = [json.dumps(dict(p), sort_keys=True) if p else "{}" for p in rows["properties"].to_pylist()]
-        columns.properties.CopyFrom(_column(_string_array(texts)))
+        _pack(columns.properties, _string_array(texts))
     columns.born_timestamps = _native(array("q", repeat(int(time.time() * 1000), count)).tobytes(), "q")
-    return columns, ids
+    return ids
 
 
 def _keys_json(keys: pa.Array) -> pa.Array:
@@ -245,17 +258,16 @@ def _keys_json(keys: pa.Array) -> pa.Array:
     return _string_array([json.dumps(k) if k else "[]" for k in keys.to_pylist()])
 
 
-def _column(values: pa.Array) -> pb.PackedColumn:
-    """A string or binary array as a PackedColumn, its offsets from 0."""
+def _pack(column: pb.PackedColumn, values: pa.Array) -> None:
+    """Write a string or binary array into ``column``, its offsets from 0."""
     values = values.cast(pa.binary())
     _, offsets, data = values.buffers()
     positions = pa.Array.from_buffers(pa.int32(), len(values) + 1, [None, offsets], offset=values.offset)
     first, last = positions[0].as_py(), positions[-1].as_py()
     if first:
         positions = pc.subtract(positions, _int32s([first])[0])
-    packed = pb.PackedColumn(data=data.slice(first, last - first).to_pybytes() if data is not None else b"")
-    packed.offsets = _native(positions.buffers()[1].slice(positions.offset * 4, 4 * len(positions)).to_pybytes(), "i")
-    return packed
+    column.data = data.slice(first, last - first).to_pybytes() if data is not None else b""
+    column.offsets = _native(positions.buffers()[1].slice(positions.offset * 4, 4 * len(positions)).to_pybytes(), "i")
 
 
 def receipts(ids: pa.Array, reply: pb.SendColumnsResponse) -> pa.Table:
@@ -279,10 +291,9 @@ async def send_table(client: BrokerClient, topic: str, table: pa.Table | pa.Reco
     """``Producer.send_table`` on ``client``'s loop."""
     calls: list[tuple[asyncio.Future[Any], pa.Array]] = []
     try:
-        for columns, ids in table_calls(table):
+        for request, ids in table_calls(table, partial(pb.SendColumnsRequest, topic=topic)):
             while sum(not call.done() for call, _ in calls) >= CALLS_IN_FLIGHT:
                 await asyncio.wait([call for call, _ in calls if not call.done()], return_when=FIRST_COMPLETED)
-            request = pb.SendColumnsRequest(topic=topic, messages=columns)
             calls.append((asyncio.ensure_future(client.call("SendColumns", request)), ids))
         replies = await asyncio.gather(*(call for call, _ in calls))
     finally:

@@ -13,6 +13,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
@@ -122,10 +123,8 @@ class BrokerClient:
         batch (``Producer.send_table``'s columns, a few calls in flight); their range ids.
         Raises the SDK's error of the first refused row (the ranges stored stay open until the
         group's next EndBatch rolls them back)."""
-        requests = (
-            pb.PrepareColumnsRequest(producer_group=producer_group, batch_id=batch_id, topic=topic, messages=columns)
-            for columns, _ in table_calls(table)
-        )
+        request = partial(pb.PrepareColumnsRequest, producer_group=producer_group, batch_id=batch_id, topic=topic)
+        requests = (call for call, _ in table_calls(table, request))
         return [reply.range_id for reply in self._pipelined(self._stub.PrepareColumns, requests) if reply.range_id]
 
     def end_batch(
@@ -145,7 +144,7 @@ class BrokerClient:
     def send_table(self, topic: str, table: pa.Table) -> None:
         """Send the rows of ``table`` as plain messages of ``topic`` (``Producer.send_table``'s
         columns), a few calls in flight; raises the SDK's error of the first refused row."""
-        requests = (pb.SendColumnsRequest(topic=topic, messages=columns) for columns, _ in table_calls(table))
+        requests = (call for call, _ in table_calls(table, partial(pb.SendColumnsRequest, topic=topic)))
         for reply in self._pipelined(self._stub.SendColumns, requests):
             _raise_refused_row(reply)
 

@@ -27,16 +27,11 @@ def stub(broker: BrokerThread) -> Iterator[pb_grpc.BrokerStub]:
         yield pb_grpc.BrokerStub(channel)
 
 
-def columns(*bodies: str, ids: list[str] | None = None) -> pb.MessageColumns:
+def prepare(stub, batch_id: int, *bodies: str, group=GROUP, ids=None, topic="orders") -> pb.PrepareColumnsResponse:
     ids = ids or [f"{b.replace(' ', '_')}-id" for b in bodies]
     table = pa.table({"body": [b.encode() for b in bodies], "message_id": ids})
-    ((call, _),) = table_calls(table)
-    return call
-
-
-def prepare(stub, batch_id: int, *bodies: str, group=GROUP, ids=None, topic="orders") -> pb.PrepareColumnsResponse:
-    request = pb.PrepareColumnsRequest(
-        producer_group=group, batch_id=batch_id, topic=topic, messages=columns(*bodies, ids=ids)
+    ((request, _),) = table_calls(
+        table, lambda: pb.PrepareColumnsRequest(producer_group=group, batch_id=batch_id, topic=topic)
     )
     return stub.PrepareColumns(request)
 
