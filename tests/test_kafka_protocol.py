@@ -132,6 +132,18 @@ def test_records_of_every_shape_come_back_exactly_through_the_mapping():
     ]
 
 
+def test_a_messages_keys_are_its_records_key_joined_by_spaces_whatever_json_escapes():
+    keys = [[], ["o-7"], ["a b"], ["a", "b"], ['q"uote'], ["back\\slash"], ["ключ"], [""], ["", "x"]]
+    count = len(keys)
+    stored = QueueColumns(
+        queue_offsets=range(count), message_ids=[b"m%d" % i for i in range(count)], transaction_ids=[b""] * count,
+        keys=[json.dumps(k).encode() for k in keys], tags=[b""] * count, properties=[b"{}"] * count,
+        bodies=[b"v"] * count, born_timestamps=[1] * count, store_timestamps=[1] * count,
+    )  # fmt: skip
+    got = [r.key for b in MemoryRecords(to_batch(stored, count)) for r in b]
+    assert got == [None if not k else " ".join(k).encode() for k in keys]
+
+
 def test_produced_records_are_fetched_exactly_with_their_offsets_and_timestamps(broker):
     wire = Wire(broker.broker.kafka_port)
     records = [r for r in ODD_RECORDS if isinstance(r, tuple)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ _ATTRIBUTES_AT, _CRC_AT = 21, 17
 _CONTROL = 0x20  # a record batch's control attribute bit
 
 Header = tuple[str, bytes | None]
+# Stored keys that are one key its JSON string holds as it is: no escape (a quote or backslash
+# inside means one, or a second key), not empty.
+_ONE_PLAIN_KEY = re.compile(rb'\["[^"\\]+"\]').fullmatch
 
 
 class BadRecords(InvalidArgument):
@@ -179,8 +183,9 @@ def _record(
 
 def to_batch(columns: QueueColumns, count: int) -> bytes:
     """One record batch holding the first ``count`` messages of ``columns`` (consecutive offsets
-    of one queue, gaps allowed). A message with no keys, tag or properties, the common case, is
-    written as it is; any other is mapped by ``_record``'s rules."""
+    of one queue, gaps allowed). A message with no tag or properties and no key or one key
+    stored as it is (no character JSON escapes), the common cases, is written without parsing
+    its JSON; any other is mapped by ``_record``'s rules."""
     base = columns.queue_offsets[0]
     builder = DefaultRecordBatchBuilder(
         magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
@@ -191,8 +196,8 @@ def to_batch(columns: QueueColumns, count: int) -> bytes:
         key: bytes | None
         value: bytes | None
         headers: list[Header]
-        if keys == b"[]" and not tags and properties == b"{}":
-            key, value, headers = None, columns.bodies[i], []
+        if not tags and properties == b"{}" and (keys == b"[]" or _ONE_PLAIN_KEY(keys)):
+            key, value, headers = keys[2:-2] or None, columns.bodies[i], []  # "[]": no key
         else:
             key, value, headers = _record(json.loads(keys), tags.decode(), json.loads(properties), columns.bodies[i])
         timestamp = columns.born_timestamps[i] or columns.store_timestamps[i]
