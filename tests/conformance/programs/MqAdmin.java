@@ -15,7 +15,8 @@
 //             the next to queue 1, ...); "{uniq}" and "{offsetId}" in a later step's arguments are
 //             then its message id and its offset message id;
 //   "consume" args [group, topic, count]: a consumer of the group takes count messages from the
-//             first offset, commits their offsets and shuts down (which sends them to the broker).
+//             first offset, commits their offsets and shuts down (which sends them to the broker,
+//             one-way), then waits until the broker holds them (consumerProgress's figures).
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -38,6 +39,7 @@ import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 import org.apache.rocketmq.tools.command.MQAdminStartup;
 
 public class MqAdmin {
@@ -147,7 +149,34 @@ public class MqAdmin {
             taken.sort(null); // the queues' messages come in no promised order
             taken.forEach(System.out::println);
         } finally {
-            consumer.shutdown(); // sends the committed offsets to the broker
+            consumer.shutdown(); // sends the committed offsets to the broker, one-way
+        }
+        awaitCommitted(group, topic, count);
+    }
+
+    // The client's shutdown does not wait for its one-way offset updates: wait until the broker's
+    // committed offsets of the group on the topic add up to count.
+    static void awaitCommitted(String group, String topic, int count) throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(namesrv);
+        admin.start();
+        try {
+            long deadline = System.currentTimeMillis() + CONSUME_TIMEOUT_MS;
+            while (true) {
+                long committed = admin.examineConsumeStats(group).getOffsetTable().entrySet().stream()
+                    .filter(e -> e.getKey().getTopic().equals(topic))
+                    .mapToLong(e -> Math.max(0, e.getValue().getConsumerOffset())).sum();
+                if (committed >= count) {
+                    return;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("the broker holds " + committed + " of " + count
+                                                    + " committed offsets of group " + group + " in 60 s");
+                }
+                Thread.sleep(100);
+            }
+        } finally {
+            admin.shutdown();
         }
     }
 }
