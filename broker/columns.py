@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pyarrow is imported where used: a broker that is never sent
 # checked apart.
 _MESSAGE_ID = r"^[A-Za-z0-9_.:-]+$"
 # One key of printable ASCII but '"' and '\': its JSON is the stored form as it is.
-_ONE_KEY = r'^\["[ !#-\[\]-~]+"\]$'
+ONE_KEY = r'^\["[ !#-\[\]-~]+"\]$'
 _NO_KEYS, _NO_PROPERTIES = "[]", "{}"
 
 
@@ -77,7 +77,7 @@ def check_columns(columns: MessageColumns, max_message_bytes: int) -> CheckedCol
     tags = _text(columns.tags, "tags", refused, "", count)
     properties = _text(columns.properties, "properties", refused, _NO_PROPERTIES, count)
     # The common forms, checked as columns; anything else is a message to look at on its own.
-    one_key = pc.and_(pc.match_substring_regex(keys, _ONE_KEY), pc.less_equal(pc.binary_length(keys), 1024 + 4))
+    one_key = pc.and_(pc.match_substring_regex(keys, ONE_KEY), pc.less_equal(pc.binary_length(keys), 1024 + 4))
     common = pc.and_(
         pc.and_(pc.match_substring_regex(ids, _MESSAGE_ID), pc.less_equal(pc.binary_length(ids), 128)),
         pc.and_(pc.and_(pc.or_(pc.equal(keys, _NO_KEYS), one_key), pc.equal(properties, _NO_PROPERTIES)),

@@ -23,7 +23,7 @@ from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from broker.columns import MessageColumns
+from broker.columns import ONE_KEY, MessageColumns
 from broker.errors import InvalidArgument
 from broker.model import MESSAGE_GROUP, RESERVED_PROPERTIES, Message, QueueColumns, new_transaction_id
 
@@ -40,9 +40,7 @@ _ATTRIBUTES_AT, _CRC_AT = 21, 17
 _CONTROL = 0x20  # a record batch's control attribute bit
 
 Header = tuple[str, bytes | None]
-# Stored keys that are one key its JSON string holds as it is: no escape (a quote or backslash
-# inside means one, or a second key), not empty.
-_ONE_PLAIN_KEY = re.compile(rb'\["[^"\\]+"\]').fullmatch
+_ONE_KEY = re.compile(ONE_KEY.encode()).fullmatch  # stored keys that are one key, as they are
 
 
 class BadRecords(InvalidArgument):
@@ -196,7 +194,7 @@ def to_batch(columns: QueueColumns, count: int) -> bytes:
         key: bytes | None
         value: bytes | None
         headers: list[Header]
-        if not tags and properties == b"{}" and (keys == b"[]" or _ONE_PLAIN_KEY(keys)):
+        if not tags and properties == b"{}" and (keys == b"[]" or _ONE_KEY(keys)):
             key, value, headers = keys[2:-2] or None, columns.bodies[i], []  # "[]": no key
         else:
             key, value, headers = _record(json.loads(keys), tags.decode(), json.loads(properties), columns.bodies[i])
