@@ -1,8 +1,11 @@
 """The Kafka port against the native columnar paths, side by side on one broker process (sync
-flush, 1 KB distinct bodies), in alternating rounds:
+flush, 1 KB distinct bodies), in rounds whose order turns by one each round:
 
 - produce: confluent-kafka's Producer (acks=all, linger.ms=5, its default batching) sending the
-  bodies, to flush, beside ``Producer.send_table`` of the same bodies as one Arrow table;
+  bodies, to flush, beside ``Producer.send_table`` of the same bodies as one Arrow table; and the
+  same Producer batching as Java's producer does by default, and Spark's Kafka sink with it (16 KB
+  batches, no linger: some 15 records a produce request). Each produce prints the broker's CPU
+  time per record too;
 - consume: a confluent-kafka Consumer reading them all back (assigned every partition, from
   offset 0), beside ``PullConsumer.pull_table`` over every queue;
 - transactions of ten messages: confluent-kafka's transactional producer (begin, ten produces,
@@ -28,17 +31,24 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka import Producer as KafkaProducer
 
+from bench.delays import cpu_seconds
 from bench.produce import bodies_table, distinct_bodies
+from bench.spark_kafka import rotated
 from bench.txn import start_broker
 from halfmq_testing import free_port
 from producer_sdk import KafkaTransactionProducer, Message, Producer, PullConsumer
 
 PARTITIONS = 4
+WAYS = ("kafka", "native", "kafka 16 KB")
 TXN_SIZE = 10
 
 
-def kafka_produce(bootstrap: str, topic: str, bodies: list[bytes]) -> float:
-    producer = KafkaProducer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+# librdkafka's batching (its default linger.ms), and Java's producer's defaults.
+BATCHING = {"kafka": {"linger.ms": 5}, "kafka 16 KB": {"linger.ms": 0, "batch.size": 16384}}
+
+
+def kafka_produce(bootstrap: str, topic: str, bodies: list[bytes], batching: dict[str, int]) -> float:
+    producer = KafkaProducer({"bootstrap.servers": bootstrap, "acks": "all", **batching})
     failed: list[object] = []
     began = time.perf_counter()
     for body in bodies:
@@ -118,28 +128,34 @@ def main() -> None:
     args = parser.parse_args()
     bodies = distinct_bodies(args.messages, args.body)
     rates: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}  # broker CPU us a record, by way of producing
 
     def timed(name: str, run: Callable[..., float], *run_args: object) -> None:
         rates.setdefault(name, []).append(run(*run_args))
 
+    def produced(name: str, pid: int, run: Callable[..., float], *run_args: object) -> None:
+        before = cpu_seconds(pid)
+        timed(f"produce {name}", run, *run_args)
+        cpu.setdefault(name, []).append((cpu_seconds(pid) - before) / len(bodies) * 1e6)
+
     for round_ in range(args.rounds):
         data = tempfile.mkdtemp(prefix="halfmq-bench-kafka-")
         kafka_port = free_port()
-        topics = [arg for way in ("kafka", "native") for arg in ("--topic", f"{way}{round_}:{PARTITIONS}")]
+        topics = [arg for way in WAYS for arg in ("--topic", f"{way.replace(' ', '')}{round_}:{PARTITIONS}")]
         broker, address = start_broker(Path(data), "--flush", "sync", "--kafka-port", str(kafka_port), *topics)
         bootstrap = f"127.0.0.1:{kafka_port}"
         try:
-            first, second = ("kafka", "native") if round_ % 2 == 0 else ("native", "kafka")
-            for way in (first, second):
-                topic = f"{way}{round_}"
-                if way == "kafka":
-                    timed("produce kafka", kafka_produce, bootstrap, topic, bodies)
-                    timed("consume kafka", kafka_consume, bootstrap, topic, len(bodies))
-                    timed("txn kafka", kafka_transactions, bootstrap, topic, args.transactions, bodies[0])
-                else:
-                    timed("produce native", native_produce, address, topic, bodies)
+            for way in rotated(WAYS, round_):
+                topic = f"{way.replace(' ', '')}{round_}"
+                if way == "native":
+                    produced(way, broker.pid, native_produce, address, topic, bodies)
                     timed("consume native", native_consume, address, topic, len(bodies))
                     timed("txn native", native_transactions, address, topic, args.transactions, bodies[0])
+                else:
+                    produced(way, broker.pid, kafka_produce, bootstrap, topic, bodies, BATCHING[way])
+                if way == "kafka":
+                    timed("consume kafka", kafka_consume, bootstrap, topic, len(bodies))
+                    timed("txn kafka", kafka_transactions, bootstrap, topic, args.transactions, bodies[0])
         finally:
             broker.terminate()
             broker.wait()
@@ -149,6 +165,8 @@ def main() -> None:
     for name, measured in rates.items():
         unit = "txn/s" if name.startswith("txn") else "msg/s"
         print(f"{name}: {' / '.join(f'{r:,.0f}' for r in measured)} {unit}, mean {statistics.mean(measured):,.0f}")
+    for name, measured in cpu.items():
+        print(f"broker CPU, produce {name}: {' / '.join(f'{c:,.0f}' for c in measured)} us a record")
     for kind, goal in (("produce", 0.5), ("consume", 0.5), ("txn", 0.8)):
         ratio = statistics.mean(rates[f"{kind} kafka"]) / statistics.mean(rates[f"{kind} native"])
         print(f"ratio {kind}: kafka / native {ratio:.2f} (goal: at least {goal})")

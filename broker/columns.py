@@ -4,17 +4,21 @@ appends.
 
 A message is looked at on its own only when its keys or properties are not of the common forms
 (none, or one key of printable ASCII), or when a column fails a check: then ``check_message``
-gives it the same error a single send would.
+gives it the same error a single send would. A few messages already apart (``check_messages``)
+are checked one at a time: up to about 200, that costs less than the columns' fixed costs (some 25
+Arrow calls, about 0.5 ms).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.errors import HalfmqError, InvalidArgument
 from broker.model import Message, MessageRows, check_message
+from broker.store.logs import rows_of
 from broker.store.sql import json_list, json_object
 
 if TYPE_CHECKING:  # pyarrow is imported where used: a broker that is never sent a table never loads it
@@ -111,6 +115,17 @@ def check_columns(columns: MessageColumns, max_message_bytes: int) -> CheckedCol
         born_timestamps=born.take(keep).to_pylist(),
     )
     return CheckedColumns(rows, refused)
+
+
+def check_messages(messages: Sequence[Message], max_message_bytes: int) -> CheckedColumns:
+    """``check_columns`` of messages already apart, each checked by ``check_message``."""
+    refused: dict[int, HalfmqError] = {}
+    for index, message in enumerate(messages):
+        try:
+            check_message(message, max_message_bytes)
+        except HalfmqError as exc:
+            refused[index] = exc
+    return CheckedColumns(rows_of([m for i, m in enumerate(messages) if i not in refused]), refused)
 
 
 def _text(

@@ -10,7 +10,7 @@ from typing import cast
 
 from broker.clock import Clock, system_clock, to_ms
 from broker.coalesce import Coalescer
-from broker.columns import MessageColumns, check_columns
+from broker.columns import CheckedColumns, MessageColumns, check_columns, check_messages
 from broker.delays import DelayService, due_of
 from broker.errors import HalfmqError, InvalidArgument, TopicExists, TopicNotFound
 from broker.model import (
@@ -187,18 +187,38 @@ class MessagingService(PullService):
         error raised, naming the message) and nothing is stored. A message id already in the
         topic keeps its position. Raises InvalidArgument for a table of the wrong size or a
         queue the topic lacks, HiddenTopic or TopicNotFound."""
-        if not 1 <= len(columns) <= MAX_BATCH:
-            raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {len(columns)}")
-        check_data_topic(columns.topic)
-        topic = self._store.topic(columns.topic)
+        self._check_table(columns.topic, len(columns), queue_id)
+        checked = check_columns(columns, self._max_body_bytes)
+        return await self._send_checked(columns.topic, len(columns), checked, queue_id, all_or_none)
+
+    async def send_rows(
+        self, messages: Sequence[Message], queue_id: int | None = None, *, all_or_none: bool = False
+    ) -> Appended:
+        """``send_columns`` of messages of one topic already apart, checked one at a time: up to
+        about 200 messages, cheaper than a table's checks. Raises InvalidArgument for messages of
+        more than one topic too."""
+        topic = messages[0].topic if messages else ""
+        self._check_table(topic, len(messages), queue_id)
+        if any(message.topic != topic for message in messages):
+            raise InvalidArgument("the messages of a batch are of one topic")
+        checked = check_messages(messages, self._max_body_bytes)
+        return await self._send_checked(topic, len(messages), checked, queue_id, all_or_none)
+
+    def _check_table(self, topic_name: str, count: int, queue_id: int | None) -> None:
+        if not 1 <= count <= MAX_BATCH:
+            raise InvalidArgument(f"a batch holds 1 to {MAX_BATCH} messages, got {count}")
+        check_data_topic(topic_name)
+        topic = self._store.topic(topic_name)
         check_type(topic, MessageType.NORMAL)
         if queue_id is not None:
             check_queue(topic, queue_id)
-        checked = check_columns(columns, self._max_body_bytes)
+
+    async def _send_checked(
+        self, topic: str, count: int, checked: CheckedColumns, queue_id: int | None, all_or_none: bool
+    ) -> Appended:
         for index, refusal in sorted(checked.refused.items())[:1] if all_or_none else ():
             raise type(refusal)(f"message {index}: {refusal}")
-        queue_id = self.take_turn(columns.topic) if queue_id is None else queue_id
-        count = len(columns)
+        queue_id = self.take_turn(topic) if queue_id is None else queue_id
         stored = Appended([], [], {}, 0)
         if len(checked.rows):
             now_ms = to_ms(self._clock())

@@ -118,7 +118,7 @@ ODD_RECORDS = [
 def test_records_of_every_shape_come_back_exactly_through_the_mapping():
     records = [r for r in ODD_RECORDS if isinstance(r, tuple)] + [(ODD_RECORDS[-1], b"long key", [])]
     (read,) = read_batches(batch(records))  # type: ignore[arg-type]
-    messages = to_messages("orders", read, 0)
+    messages = to_messages("orders", [read], 0)
     stored = QueueColumns(
         queue_offsets=range(len(messages)), message_ids=[m.message_id.encode() for m in messages],
         transaction_ids=[b""] * len(messages), keys=[json.dumps(m.keys).encode() for m in messages],
@@ -144,20 +144,25 @@ def test_a_messages_keys_are_its_records_key_joined_by_spaces_whatever_json_esca
     assert got == [None if not k else " ".join(k).encode() for k in keys]
 
 
-def test_produced_records_are_fetched_exactly_with_their_offsets_and_timestamps(broker):
+# A produce of a few records is checked a record at a time, of many as columns (beyond 1,024, in
+# more than one call): each is stored alike.
+@pytest.mark.parametrize("copies", [1, 300], ids=["4 records", "1200 records"])
+def test_produced_records_are_fetched_exactly_with_their_offsets_and_timestamps(broker, copies):
     wire = Wire(broker.broker.kafka_port)
-    records = [r for r in ODD_RECORDS if isinstance(r, tuple)]
+    records = [r for r in ODD_RECORDS if isinstance(r, tuple)] * copies
     reply = wire.call(produce("orders", 1, batch(records)), ProduceResponse)  # type: ignore[arg-type]
     assert (partition_result(reply).error_code, partition_result(reply).base_offset) == (0, 0)
-    fetched = wire.call(fetch("orders", 1, 0), FetchResponse).responses[0].partitions[0]
-    assert (fetched.error_code, fetched.high_watermark, fetched.log_start_offset) == (0, 4, 0)
-    got = [r for b in MemoryRecords(bytes(fetched.records)) for r in b]
+    got: list[Any] = []
+    while len(got) < len(records):  # a fetch returns at most 1,024 records of a partition
+        fetched = wire.call(fetch("orders", 1, len(got)), FetchResponse).responses[0].partitions[0]
+        assert (fetched.error_code, fetched.high_watermark, fetched.log_start_offset) == (0, len(records), 0)
+        got += [r for b in MemoryRecords(bytes(fetched.records)) for r in b]
     assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got] == [
         (i, 1_700_000_000_000 + i, key, value, headers) for i, (key, value, headers) in enumerate(records)
     ]
     exposed = httpx.get(f"{broker.http}/metrics").text
     assert 'halfmq_kafka_requests_total{api="Produce"} 1.0' in exposed
-    assert 'halfmq_kafka_requests_total{api="Fetch"} 1.0' in exposed
+    assert f'halfmq_kafka_requests_total{{api="Fetch"}} {-(-len(records) // 1024)}.0' in exposed
 
 
 def test_an_idempotent_producer_s_resent_batch_is_stored_once(broker):
@@ -193,6 +198,7 @@ def corrupt_crc(records: bytes) -> bytes:
         ("corrupt record batch CRC", kerr.CorruptRecordError.errno),
         ("records cut short", kerr.CorruptRecordError.errno),
         ("a record too large among others", kerr.MessageSizeTooLargeError.errno),
+        ("a record too large among many others", kerr.MessageSizeTooLargeError.errno),
     ],
 )
 def test_bad_input_gets_kafka_s_error_or_a_closed_connection_and_changes_nothing(broker, case, expected):
@@ -228,6 +234,11 @@ def test_bad_input_gets_kafka_s_error_or_a_closed_connection_and_changes_nothing
                 "orders",
                 0,
                 batch([(b"k", b"v", [])] * 3 + [(b"k", bytes(5 << 20), [])]),
+            ),
+            "a record too large among many others": (
+                "orders",
+                0,
+                batch([(b"k", b"v", [])] * 300 + [(b"k", bytes(5 << 20), [])]),
             ),
         }[case]
         assert partition_result(wire.call(produce(topic, partition, records), ProduceResponse)).error_code == expected

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.columns import MessageColumns, check_columns
+from broker.columns import MessageColumns, check_columns, check_messages
 from broker.errors import HalfmqError
 from broker.model import Message, check_message
 from halfmq_proto.v1 import halfmq_pb2 as pb
@@ -232,7 +232,7 @@ rows = st.lists(
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(rows)
-def test_the_column_checks_refuse_what_check_message_refuses(table_rows):
+def test_the_column_checks_refuse_what_check_message_refuses_and_store_what_it_stores(table_rows):
     import json
 
     limit = 48
@@ -255,6 +255,12 @@ def test_the_column_checks_refuse_what_check_message_refuses(table_rows):
             expected = (type(exc), str(exc))
         got = checked.refused.get(index)
         assert (None if got is None else (type(got), str(got))) == expected
+    # Checked one at a time, the same messages pass and fail alike.
+    apart = check_messages([Message("orders", r[4], r[0], tuple(r[1]), r[2], r[3]) for r in table_rows], limit)
+    assert apart.rows == checked.rows
+    assert {i: (type(e), str(e)) for i, e in apart.refused.items()} == {
+        i: (type(e), str(e)) for i, e in checked.refused.items()
+    }
     stored = [i for i in range(len(table_rows)) if i not in checked.refused]
     assert list(checked.rows.message_ids) == [table_rows[i][0] for i in stored]
     assert [json.loads(k) for k in checked.rows.keys] == [table_rows[i][1] for i in stored]

@@ -85,10 +85,12 @@ def read_batches(data: bytes) -> list[Batch]:
     return batches
 
 
-def to_messages(topic: str, batch: Batch, partition: int) -> list[Message]:
-    """The messages of a batch, for a transaction's send."""
+def to_messages(topic: str, batches: Sequence[Batch], partition: int) -> list[Message]:
+    """The messages of a produce's batches, one object each: for a transaction's send, and for a
+    produce of a few records, which costs less checked a message at a time than as columns."""
     return [
         Message(topic=topic, body=body, message_id=message_id, keys=keys, properties=properties, born_timestamp=born)
+        for batch in batches
         for message_id, keys, properties, body, born in _fields(batch, partition)
     ]
 

@@ -198,8 +198,12 @@ class LogStore(StoreBase):
 
 def message_rows(placed: Sequence[tuple[Message, int]]) -> tuple[MessageRows, list[int]]:
     """Messages and their queues as the columns ``MessagesInsert`` takes."""
-    messages = [message for message, _ in placed]
-    rows = MessageRows(
+    return rows_of([message for message, _ in placed]), [queue_id for _, queue_id in placed]
+
+
+def rows_of(messages: Sequence[Message]) -> MessageRows:
+    """Messages as the columns the store appends: keys and properties as their stored JSON."""
+    return MessageRows(
         topics=[m.topic for m in messages],
         message_ids=[m.message_id for m in messages],
         keys=[json_list(m.keys) for m in messages],
@@ -208,4 +212,3 @@ def message_rows(placed: Sequence[tuple[Message, int]]) -> tuple[MessageRows, li
         bodies=[m.body for m in messages],
         born_timestamps=[m.born_timestamp for m in messages],
     )
-    return rows, [queue_id for _, queue_id in placed]
