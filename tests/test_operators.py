@@ -4,7 +4,9 @@ for a consumer group, and deleting a topic."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import threading
 
 import grpc
 import httpx
+import pyarrow as pa
 from confluent_kafka import Consumer
 from confluent_kafka import Producer as KafkaProducer
 
@@ -238,6 +241,36 @@ def test_deleting_a_topic_is_refused_while_work_is_pending_then_frees_its_messag
     with Producer(broker=broker.address) as producer:
         again = producer.send(Message(topic="bulk", body=b"new", keys=("k",)))
     assert again.queue_offset == 0, "a topic made again starts from its first offset"
+
+
+def largest_temporary_file(deleting: threading.Event, largest: list[int]) -> None:
+    """The largest of SQLite's temporary files (named ``etilqs_``, unlinked as soon as opened) this
+    process holds open while ``deleting`` is set."""
+    while deleting.is_set():
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # closed since it was listed
+                if "etilqs_" in os.readlink(f"/proc/self/fd/{fd}"):
+                    largest[0] = max(largest[0], os.stat(f"/proc/self/fd/{fd}").st_size)
+
+
+def test_deleting_a_topic_needs_no_room_in_sqlite_s_temporary_directory(broker):
+    assert httpx.post(f"{broker.http}/topics", json={"name": "bulk", "queues": 2}).status_code == 201
+    with Producer(broker=broker.address) as producer:
+        producer.send_table("bulk", pa.table({"body": [bytes([i % 256]) * 1024 for i in range(16_384)]}))
+    data_dir = broker.broker.store.path.parent
+    wait_until(lambda: len(store_snapshot(data_dir).get("segments.db:segments", [])) == 16, timeout=60)
+    deleting, largest = threading.Event(), [0]
+    deleting.set()
+    watcher = threading.Thread(target=largest_temporary_file, args=(deleting, largest))
+    watcher.start()
+    try:
+        assert "topic bulk deleted" in halfmq(broker, "topics", "delete", "bulk")
+    finally:
+        deleting.clear()
+        watcher.join()
+    # A savepoint's journal would hold a copy of every page of the topic's 16 MB the deletion changes.
+    assert largest[0] < 1 << 20, f"the deletion wrote {largest[0]:,} bytes to a temporary file"
+    assert not [row for rows in store_snapshot(data_dir).values() for row in rows if "bulk" in row]
 
 
 def test_tail_follows_a_topic_with_keys_tags_and_properties_and_send_reads_stdin(broker):

@@ -102,7 +102,7 @@ class LogStore(StoreBase):
         # behind the deletion (those checked before are queued ahead of it, and deleted with it).
         topic = self._topics.pop(name, None)
         try:
-            await self._writer.run(work)
+            await self._writer.run(work, alone=True)  # a savepoint's journal would copy the topic
         except BaseException:
             if topic is not None:
                 self._topics[name] = topic

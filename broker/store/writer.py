@@ -3,7 +3,10 @@
 Callers hand over a job (a function of the connection) and get its result only after the
 SQLite transaction holding the job has committed, so an acknowledged write is durable to the
 chosen flush level. A job that raises is undone alone (each job runs in its own savepoint) and
-its error goes to its own caller; the rest of the group still commits, and no job runs twice.
+its error goes to its own caller; the rest of the group still commits, and no job runs twice. A
+job that may change a great many pages (a topic's deletion) runs ``alone``: in a transaction of
+its own with no savepoint, for which SQLite keeps no copy of the pages it changes (a savepoint
+keeps one in a temporary file, outside the data directory).
 SQLite's errors reach callers as the core's StorageFull or StorageFailure. Results reach an
 event loop with one wake-up per group, not one per job.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import queue
 import sqlite3
@@ -37,6 +41,7 @@ class _Job:
     work: Work
     future: asyncio.Future[Any]
     loop: asyncio.AbstractEventLoop
+    alone: bool
 
 
 class GroupCommitWriter:
@@ -64,14 +69,15 @@ class GroupCommitWriter:
         self._thread = threading.Thread(target=self._run, name="halfmq-writer", daemon=True)
         self._thread.start()
 
-    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Queue ``work`` and wait until it is committed; return its result or raise its exception."""
+    async def run(self, work: Callable[[sqlite3.Connection], T], *, alone: bool = False) -> T:
+        """Queue ``work`` and wait until it is committed (``alone``: in a transaction of its own,
+        see above); return its result or raise its exception."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:
             if self._closed:
                 raise BrokerClosed("the store is closed")
-            self._jobs.put(_Job(work, future, loop))
+            self._jobs.put(_Job(work, future, loop, alone))
         return await future
 
     def close(self) -> None:
@@ -106,6 +112,35 @@ class GroupCommitWriter:
             self._settle(batch, outcomes)
 
     def _commit(self, batch: list[_Job]) -> list[Outcome]:
+        """Commit the batch's jobs in order: each run of jobs that are not ``alone`` in one
+        transaction (``_together``), each job that is in one of its own (``_alone``)."""
+        outcomes: list[Outcome] = []
+        for alone, jobs in itertools.groupby(batch, key=lambda job: job.alone):
+            if alone:
+                outcomes += [self._alone(job) for job in jobs]
+            else:
+                outcomes += self._together(list(jobs))
+        return outcomes
+
+    def _alone(self, job: _Job) -> Outcome:
+        """Run ``job`` in a transaction of its own with no savepoint: undone whole if it raises."""
+        conn = self._connection
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = job.work(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                self._undone()
+                raise
+        except Exception as exc:  # the job's own failure or SQLite's
+            return (False, self._failure(exc))
+        self.batches += 1
+        return (True, result)
+
+    def _together(self, batch: list[_Job]) -> list[Outcome]:
         """Commit the batch in one transaction, each job inside its own savepoint: a job that
         raises is undone alone, and no job ever runs twice. If the transaction itself fails
         (a full disk at COMMIT, say), every job gets the translated error."""
