@@ -102,19 +102,12 @@ def check_columns(columns: MessageColumns, max_message_bytes: int) -> CheckedCol
             continue
         stored_keys[index] = json_list(message.keys)
         stored_properties[index] = json_object(message.properties)
-    indexes = [i for i in range(count) if i not in refused] if refused else list(range(count))
-    keep = pa.array(indexes, pa.int64())
     born = columns.born_timestamps if columns.born_timestamps is not None else pa.repeat(0, count)
     rows = MessageRows(
-        topics=[columns.topic] * len(indexes),
-        message_ids=ids.take(keep).to_pylist(),
-        keys=[stored_keys[i] for i in indexes] if refused else stored_keys,
-        tags=tags.take(keep).to_pylist(),
-        properties=[stored_properties[i] for i in indexes] if refused else stored_properties,
-        bodies=columns.bodies.take(keep).to_pylist(),
-        born_timestamps=born.take(keep).to_pylist(),
-    )
-    return CheckedColumns(rows, refused)
+        [columns.topic] * count, ids.to_pylist(), stored_keys, tags.to_pylist(), stored_properties,
+        columns.bodies.to_pylist(), born.to_pylist(),
+    )  # fmt: skip
+    return CheckedColumns(rows.take([i for i in range(count) if i not in refused]) if refused else rows, refused)
 
 
 def check_messages(messages: Sequence[Message], max_message_bytes: int) -> CheckedColumns:
