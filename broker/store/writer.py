@@ -21,7 +21,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -124,31 +124,20 @@ class GroupCommitWriter:
 
     def _alone(self, job: _Job) -> Outcome:
         """Run ``job`` in a transaction of its own with no savepoint: undone whole if it raises."""
-        conn = self._connection
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction() as conn:
                 result = job.work(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                self._undone()
-                raise
         except Exception as exc:  # the job's own failure or SQLite's
             return (False, self._failure(exc))
-        self.batches += 1
         return (True, result)
 
     def _together(self, batch: list[_Job]) -> list[Outcome]:
         """Commit the batch in one transaction, each job inside its own savepoint: a job that
         raises is undone alone, and no job ever runs twice. If the transaction itself fails
         (a full disk at COMMIT, say), every job gets the translated error."""
-        conn = self._connection
         outcomes: list[Outcome] = []
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction() as conn:
                 for job in batch:
                     conn.execute("SAVEPOINT job")
                     try:
@@ -158,16 +147,24 @@ class GroupCommitWriter:
                         self._undone()
                         outcomes.append((False, self._failure(exc)))
                     conn.execute("RELEASE job")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                self._undone()
-                raise
         except sqlite3.Error as exc:
             return [(False, self._failure(exc))] * len(batch)
-        self.batches += 1
         return outcomes
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction, committed at the end of the block, rolled back if it raises."""
+        conn = self._connection
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._undone()
+            raise
+        self.batches += 1
 
     def _undone(self) -> None:
         if self._on_undo is not None:
