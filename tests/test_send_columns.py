@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from broker import errors
 from broker.columns import MessageColumns, check_columns, check_messages
 from broker.errors import HalfmqError
 from broker.model import Message, check_message
@@ -209,6 +210,19 @@ def test_send_table_of_an_unknown_topic_raises_its_error(running):
         producer.send_table("nope", pa.table({"body": [b"x"]}))
     with Producer(broker=running.address) as producer, pytest.raises(InvalidArgument):
         producer.send_table("orders", pa.table({"body": [b"x"], "message_id": ["no spaces"]}))
+
+
+def test_messages_already_apart_are_stored_as_their_table_would_be_and_refused_whole_across_topics(running):
+    messaging = running.broker.messaging
+    mixed = [Message("orders", b"a", "m-1"), Message("payments", b"b", "m-2")]
+    before = store_snapshot(data_dir(running))
+    with pytest.raises(errors.InvalidArgument, match="of one topic"):
+        running.run(messaging.send_rows(mixed, queue_id=0))
+    assert store_snapshot(data_dir(running)) == before
+    rows = running.run(messaging.send_rows([Message("orders", b"a", "m-1"), Message("orders", b"b", "m-2")], 1))
+    table = running.run(messaging.send_columns(MessageColumns(
+        "orders", pa.array([b"m-3", b"m-4"]), None, None, None, pa.array([b"c", b"d"]), None), 1))  # fmt: skip
+    assert (list(rows.queue_offsets), list(table.queue_offsets)) == ([0, 1], [2, 3])
 
 
 # --- the column checks are check_message's --------------------------------------------------
