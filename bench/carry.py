@@ -13,22 +13,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import resource
 import sys
 import time
-from pathlib import Path
 
 import grpc
 
+from bench.delays import cpu_seconds
 from bench.txn import start
 from halfmq_testing import free_port
-
-
-def process_cpu(pid: int) -> float:
-    """User plus system CPU seconds of process ``pid`` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def own_cpu() -> float:
@@ -76,10 +69,10 @@ def main() -> None:
             payload = b"x" * (1024 * items)
             for _ in range(args.rounds):
                 for way in ("unary", "stream"):
-                    server_cpu, client_cpu, began = process_cpu(server.pid), own_cpu(), time.perf_counter()
+                    server_cpu, client_cpu, began = cpu_seconds(server.pid), own_cpu(), time.perf_counter()
                     n = asyncio.run(calls(f"127.0.0.1:{port}", way, args.in_flight, payload, args.seconds))
                     elapsed = time.perf_counter() - began
-                    server_us = (process_cpu(server.pid) - server_cpu) / n * 1e6
+                    server_us = (cpu_seconds(server.pid) - server_cpu) / n * 1e6
                     client_us = (own_cpu() - client_cpu) / n * 1e6
                     print(f"{items:3d} items per request, {way:6s}: {n / elapsed:6.0f} calls/s,"
                           f" {n * items / elapsed:7.0f} items/s; CPU per call: server {server_us:4.0f} µs,"

@@ -47,6 +47,10 @@ TXN_SIZE = 10
 BATCHING = {"kafka": {"linger.ms": 5}, "kafka 16 KB": {"linger.ms": 0, "batch.size": 16384}}
 
 
+def topic_of(way: str, round_: int) -> str:
+    return f"{way.replace(' ', '')}{round_}"
+
+
 def kafka_produce(bootstrap: str, topic: str, bodies: list[bytes], batching: dict[str, int]) -> float:
     producer = KafkaProducer({"bootstrap.servers": bootstrap, "acks": "all", **batching})
     failed: list[object] = []
@@ -141,12 +145,12 @@ def main() -> None:
     for round_ in range(args.rounds):
         data = tempfile.mkdtemp(prefix="halfmq-bench-kafka-")
         kafka_port = free_port()
-        topics = [arg for way in WAYS for arg in ("--topic", f"{way.replace(' ', '')}{round_}:{PARTITIONS}")]
+        topics = [arg for way in WAYS for arg in ("--topic", f"{topic_of(way, round_)}:{PARTITIONS}")]
         broker, address = start_broker(Path(data), "--flush", "sync", "--kafka-port", str(kafka_port), *topics)
         bootstrap = f"127.0.0.1:{kafka_port}"
         try:
             for way in rotated(WAYS, round_):
-                topic = f"{way.replace(' ', '')}{round_}"
+                topic = topic_of(way, round_)
                 if way == "native":
                     produced(way, broker.pid, native_produce, address, topic, bodies)
                     timed("consume native", native_consume, address, topic, len(bodies))
