@@ -21,6 +21,11 @@ both brokers are idle: halfmq's packer packs what was published after the publis
 
 Goals: halfmq's source at least 1.0x Spark's Kafka source on Apache Kafka; halfmq's exactly-once
 sink at least 0.5x Spark's Kafka sink into Apache Kafka.
+
+Beside the rates, what shows where the time went: for each publish, the CPU the receiving broker
+used (its process, from ``/proc``) and the bytes it wrote (its write calls: files and sockets)
+per byte of the bodies published; for each read, the query's time outside its triggers
+(starting the query, and, for a Python data source, Spark's streaming source runner).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,8 +45,8 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]  # exported untyped
 
 from bench._spark import local_session
+from bench.delays import cpu_seconds
 from bench.fresh_backlog import wait_packed
-from bench.spark_ingest import spark_ingest
 from bench.spark_sink import write_input
 from bench.txn import start_broker
 from halfmq_peers.jvm import free_port
@@ -56,6 +62,30 @@ def rotated(ways: tuple[str, ...], n: int) -> tuple[str, ...]:
     kind of work pays for the session's changing over (idle Python workers replaced, the JVM's
     memory and compiled code for the new work), seconds at 1,000,000 rows."""
     return ways[n % len(ways) :] + ways[: n % len(ways)]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """CPU seconds and bytes written (``wchar``: files and sockets) of a broker's processes."""
+
+    cpu: float
+    written: int
+
+    @classmethod
+    def of(cls, pids: list[int]) -> Usage:
+        lines = [line for pid in pids for line in Path(f"/proc/{pid}/io").read_text().splitlines()]
+        written = sum(int(line.split()[1]) for line in lines if line.startswith("wchar:"))
+        return cls(sum(cpu_seconds(pid) for pid in pids), written)
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(self.cpu - other.cpu, self.written - other.written)
+
+
+@dataclass(frozen=True)
+class Read:
+    rows: int
+    seconds: float
+    outside: float  # seconds of the query outside its triggers
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
@@ -82,18 +112,32 @@ def publish(spark: Any, source: Path, work: Path, topic: str, *, address: str | 
     return time.perf_counter() - began
 
 
-def kafka_ingest(spark: Any, bootstrap: str, topic: str, work: Path) -> tuple[int, float]:
+def ingest(frame: Any, checkpoint: Path) -> Read:
+    """Read ``frame`` (a stream, from the earliest offsets) whole by a streaming query."""
     began = time.perf_counter()
     query = (
-        spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-        .option("startingOffsets", "earliest").option("kafka.isolation.level", "read_committed").load()
-        .writeStream.format("noop").trigger(availableNow=True)
-        .option("checkpointLocation", str(work / f"ingest-{bootstrap.replace(':', '_')}-{topic}")).start()
-    )  # fmt: skip
+        frame.writeStream.format("noop")
+        .trigger(availableNow=True)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
     query.awaitTermination()
     if query.exception() is not None:
         raise RuntimeError(str(query.exception()))
-    return sum(p["numInputRows"] for p in query.recentProgress), time.perf_counter() - began
+    seconds = time.perf_counter() - began
+    triggers = sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress) / 1000
+    return Read(sum(p["numInputRows"] for p in query.recentProgress), seconds, seconds - triggers)
+
+
+def halfmq_ingest(spark: Any, address: str, topic: str, work: Path) -> Read:
+    frame = spark.readStream.format("halfmq").option("broker", address).option("topics", topic)
+    return ingest(frame.option("startingOffsets", "earliest").load(), work / f"ingest-halfmq-{topic}")
+
+
+def kafka_ingest(spark: Any, bootstrap: str, topic: str, work: Path) -> Read:
+    frame = spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    frame = frame.option("startingOffsets", "earliest").option("kafka.isolation.level", "read_committed")
+    return ingest(frame.load(), work / f"ingest-{bootstrap.replace(':', '_')}-{topic}")
 
 
 def main() -> None:
@@ -108,6 +152,8 @@ def main() -> None:
     broker, address = start_broker(work / "data", "--flush", "async", "--kafka-port", str(kafka_port))
     ours = f"127.0.0.1:{kafka_port}"
     rates: dict[str, list[float]] = {name: [] for name in (*PUBLISH, *INGEST)}
+    used: dict[str, list[Usage]] = {name: [] for name in PUBLISH}
+    outside: dict[str, list[float]] = {name: [] for name in INGEST}
     waits: list[float] = []
     with Kafka(work / "kafka") as kafka:
         theirs = kafka.endpoints["bootstrap"]
@@ -119,29 +165,38 @@ def main() -> None:
                 create_topic(ours, eo)
                 create_topic(ours, ks)
                 create_topic(theirs, ks)
-                publishes: dict[str, Callable[[], float]] = {
-                    PUBLISH[0]: partial(publish, spark, work / "input", work, eo, address=address, bootstrap=None),
-                    PUBLISH[1]: partial(publish, spark, work / "input", work, ks, address=None, bootstrap=ours),
-                    PUBLISH[2]: partial(publish, spark, work / "input", work / "theirs", ks, address=None,
-                                        bootstrap=theirs),
+                publishes: dict[str, tuple[Callable[[], float], list[int]]] = {
+                    PUBLISH[0]: (partial(publish, spark, work / "input", work, eo, address=address, bootstrap=None),
+                                 [broker.pid]),
+                    PUBLISH[1]: (partial(publish, spark, work / "input", work, ks, address=None, bootstrap=ours),
+                                 [broker.pid]),
+                    PUBLISH[2]: (partial(publish, spark, work / "input", work / "theirs", ks, address=None,
+                                         bootstrap=theirs), kafka.pids),
                 }  # fmt: skip
-                seconds = {name: publishes[name]() for name in rotated(PUBLISH, n)}
+                seconds: dict[str, tuple[float, Usage]] = {}
+                for name in rotated(PUBLISH, n):
+                    run, pids = publishes[name]
+                    before = Usage.of(pids)
+                    elapsed = run()
+                    seconds[name] = elapsed, Usage.of(pids) - before
                 packing = sum(wait_packed(work / "data", topic, args.rows, PARTITIONS) for topic in (eo, ks))
-                reads: dict[str, Callable[[], tuple[int, float]]] = {
-                    INGEST[0]: partial(spark_ingest, spark, "halfmq", address, eo),
+                reads: dict[str, Callable[[], Read]] = {
+                    INGEST[0]: partial(halfmq_ingest, spark, address, eo, work),
                     INGEST[1]: partial(kafka_ingest, spark, ours, ks, work),
                     INGEST[2]: partial(kafka_ingest, spark, theirs, ks, work),
                 }
                 read = {name: reads[name]() for name in rotated(INGEST, n)}
-                for name, (rows, _) in read.items():
-                    if rows != args.rows:
-                        raise RuntimeError(f"{name} read {rows} rows of {args.rows}")
+                for name, done in read.items():
+                    if done.rows != args.rows:
+                        raise RuntimeError(f"{name} read {done.rows} rows of {args.rows}")
                 if n:  # round 0 warms up
                     waits.append(packing)
-                    for name, elapsed in seconds.items():
+                    for name, (elapsed, usage) in seconds.items():
                         rates[name].append(args.rows / elapsed)
-                    for name, (rows, elapsed) in read.items():
-                        rates[name].append(rows / elapsed)
+                        used[name].append(usage)
+                    for name, done in read.items():
+                        rates[name].append(done.rows / done.seconds)
+                        outside[name].append(done.outside)
         finally:
             spark.stop()
             broker.terminate()
@@ -153,6 +208,13 @@ def main() -> None:
         print(
             f"{name + ':':<30} {' / '.join(f'{r:,.0f}' for r in figures)} rows/s, mean {statistics.mean(figures):,.0f}"
         )
+    body_bytes = args.rows * args.body
+    for name, usages in used.items():
+        cpu = " / ".join(f"{u.cpu:.1f}" for u in usages)
+        written = " / ".join(f"{u.written / body_bytes:.1f}" for u in usages)
+        print(f"{name + ':':<30} its broker used {cpu} s of CPU and wrote {written} bytes a body byte")
+    for name, figures in outside.items():
+        print(f"{name + ':':<30} {' / '.join(f'{f:.2f}' for f in figures)} s of the query outside its triggers")
     print(f"{'packing after the publishes:':<30} {' / '.join(f'{w:.1f}' for w in waits)} s before the reads")
     mean = {name: statistics.mean(figures) for name, figures in rates.items()}
     print(f"ratio halfmq source / kafka source <- Apache Kafka: {mean[INGEST[0]] / mean[INGEST[2]]:.2f} (goal: 1.0)")
