@@ -161,7 +161,7 @@ def kafka_figures(bootstrap: str, messages: int, transactions: int) -> dict[str,
     admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(60)
     bodies = distinct_bodies(messages, len(BODY))
     return {
-        "produce": kafka_produce(bootstrap, topic, bodies),
+        "produce": kafka_produce(bootstrap, topic, bodies, {}),
         "consume": kafka_consume(bootstrap, topic, messages),
         "txn_1": kafka_transactions(bootstrap, topic, transactions, BODY, size=1),
         "txn_10": kafka_transactions(bootstrap, topic, transactions, BODY, size=10),
