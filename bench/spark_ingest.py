@@ -32,8 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -172,18 +173,42 @@ class CeilingDataSource(HalfmqDataSource):
         return CeilingStreamReader(SourceOptions.parse(self.options, streaming=True))
 
 
-def spark_ingest(spark: Any, fmt: str, address: str, topic: str = "bench") -> tuple[int, float]:
+@dataclass(frozen=True)
+class Read:
+    rows: int
+    seconds: float  # from building the stream to the query's end
+    outside: float  # of those, the seconds outside the query's triggers
+
+
+def stream_read(stream: Callable[[], Any], checkpoint: Path) -> Read:
+    """Read the stream ``stream()`` builds (from the earliest offsets) whole by a streaming query
+    (``availableNow``, ``noop`` sink); raises if the query fails."""
     began = time.perf_counter()
     query = (
-        spark.readStream.format(fmt).option("broker", address).option("topics", topic)
-        .option("startingOffsets", "earliest").load()
-        .writeStream.format("noop").trigger(availableNow=True)
-        .option("checkpointLocation", tempfile.mkdtemp(prefix="halfmq-bench-ckpt-")).start()
+        stream().writeStream.format("noop").trigger(availableNow=True)
+        .option("checkpointLocation", str(checkpoint)).start()
     )  # fmt: skip
     query.awaitTermination()
-    elapsed = time.perf_counter() - began
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
-    return rows, elapsed
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    seconds = time.perf_counter() - began
+    triggers = sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress) / 1000
+    return Read(sum(p["numInputRows"] for p in query.recentProgress), seconds, seconds - triggers)
+
+
+def halfmq_read(spark: Any, fmt: str, address: str, topic: str = "bench") -> Read:
+    """A topic read whole through the data source ``fmt`` (``halfmq`` or a variant of it)."""
+
+    def stream() -> Any:
+        return (spark.readStream.format(fmt).option("broker", address).option("topics", topic)
+                .option("startingOffsets", "earliest").load())  # fmt: skip
+
+    return stream_read(stream, Path(tempfile.mkdtemp(prefix="halfmq-bench-ckpt-")))
+
+
+def spark_ingest(spark: Any, fmt: str, address: str, topic: str = "bench") -> tuple[int, float]:
+    read = halfmq_read(spark, fmt, address, topic)
+    return read.rows, read.seconds
 
 
 def start_replay(address: str, data: Path) -> tuple[subprocess.Popen[bytes], str]:

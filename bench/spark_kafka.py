@@ -47,6 +47,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-def
 from bench._spark import local_session
 from bench.delays import cpu_seconds
 from bench.fresh_backlog import wait_packed
+from bench.spark_ingest import Read, halfmq_read, stream_read
 from bench.spark_sink import write_input
 from bench.txn import start_broker
 from halfmq_peers.jvm import free_port
@@ -81,13 +82,6 @@ class Usage:
         return Usage(self.cpu - other.cpu, self.written - other.written)
 
 
-@dataclass(frozen=True)
-class Read:
-    rows: int
-    seconds: float
-    outside: float  # seconds of the query outside its triggers
-
-
 def create_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
@@ -112,32 +106,13 @@ def publish(spark: Any, source: Path, work: Path, topic: str, *, address: str | 
     return time.perf_counter() - began
 
 
-def ingest(frame: Any, checkpoint: Path) -> Read:
-    """Read ``frame`` (a stream, from the earliest offsets) whole by a streaming query."""
-    began = time.perf_counter()
-    query = (
-        frame.writeStream.format("noop")
-        .trigger(availableNow=True)
-        .option("checkpointLocation", str(checkpoint))
-        .start()
-    )
-    query.awaitTermination()
-    if query.exception() is not None:
-        raise RuntimeError(str(query.exception()))
-    seconds = time.perf_counter() - began
-    triggers = sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress) / 1000
-    return Read(sum(p["numInputRows"] for p in query.recentProgress), seconds, seconds - triggers)
-
-
-def halfmq_ingest(spark: Any, address: str, topic: str, work: Path) -> Read:
-    frame = spark.readStream.format("halfmq").option("broker", address).option("topics", topic)
-    return ingest(frame.option("startingOffsets", "earliest").load(), work / f"ingest-halfmq-{topic}")
-
-
 def kafka_ingest(spark: Any, bootstrap: str, topic: str, work: Path) -> Read:
-    frame = spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-    frame = frame.option("startingOffsets", "earliest").option("kafka.isolation.level", "read_committed")
-    return ingest(frame.load(), work / f"ingest-{bootstrap.replace(':', '_')}-{topic}")
+    def stream() -> Any:
+        frame = spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+        frame = frame.option("subscribe", topic).option("startingOffsets", "earliest")
+        return frame.option("kafka.isolation.level", "read_committed").load()
+
+    return stream_read(stream, work / f"ingest-{bootstrap.replace(':', '_')}-{topic}")
 
 
 def main() -> None:
@@ -181,7 +156,7 @@ def main() -> None:
                     seconds[name] = elapsed, Usage.of(pids) - before
                 packing = sum(wait_packed(work / "data", topic, args.rows, PARTITIONS) for topic in (eo, ks))
                 reads: dict[str, Callable[[], Read]] = {
-                    INGEST[0]: partial(halfmq_ingest, spark, address, eo, work),
+                    INGEST[0]: partial(halfmq_read, spark, "halfmq", address, eo),
                     INGEST[1]: partial(kafka_ingest, spark, ours, ks, work),
                     INGEST[2]: partial(kafka_ingest, spark, theirs, ks, work),
                 }
