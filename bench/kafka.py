@@ -7,7 +7,10 @@ flush, 1 KB distinct bodies), in rounds whose order turns by one each round:
   batches, no linger: some 15 records a produce request). Each produce prints the broker's CPU
   time per record too;
 - consume: a confluent-kafka Consumer reading them all back (assigned every partition, from
-  offset 0), beside ``PullConsumer.pull_table`` over every queue;
+  offset 0), beside ``PullConsumer.pull_table`` over every queue. Each starts once the broker's
+  packer has packed what the produce before it wrote (the wait is printed): the packer reads a
+  topic's rows back into segments for columnar readers, and a consume started during it shares
+  the CPU with it, which measures the produce's leftover work rather than the consume;
 - transactions of ten messages: confluent-kafka's transactional producer (begin, ten produces,
   commit) beside the native ``KafkaTransactionProducer``, one after another.
 
@@ -32,6 +35,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka import Producer as KafkaProducer
 
 from bench.delays import cpu_seconds
+from bench.fresh_backlog import wait_packed
 from bench.produce import bodies_table, distinct_bodies
 from bench.spark_kafka import rotated
 from bench.txn import start_broker
@@ -133,6 +137,7 @@ def main() -> None:
     bodies = distinct_bodies(args.messages, args.body)
     rates: dict[str, list[float]] = {}
     cpu: dict[str, list[float]] = {}  # broker CPU us a record, by way of producing
+    waits: list[float] = []  # seconds the packer took after a produce, before its consume
 
     def timed(name: str, run: Callable[..., float], *run_args: object) -> None:
         rates.setdefault(name, []).append(run(*run_args))
@@ -153,11 +158,13 @@ def main() -> None:
                 topic = topic_of(way, round_)
                 if way == "native":
                     produced(way, broker.pid, native_produce, address, topic, bodies)
+                    waits.append(wait_packed(Path(data), topic, len(bodies), PARTITIONS))
                     timed("consume native", native_consume, address, topic, len(bodies))
                     timed("txn native", native_transactions, address, topic, args.transactions, bodies[0])
                 else:
                     produced(way, broker.pid, kafka_produce, bootstrap, topic, bodies, BATCHING[way])
                 if way == "kafka":
+                    waits.append(wait_packed(Path(data), topic, len(bodies), PARTITIONS))
                     timed("consume kafka", kafka_consume, bootstrap, topic, len(bodies))
                     timed("txn kafka", kafka_transactions, bootstrap, topic, args.transactions, bodies[0])
         finally:
@@ -171,6 +178,7 @@ def main() -> None:
         print(f"{name}: {' / '.join(f'{r:,.0f}' for r in measured)} {unit}, mean {statistics.mean(measured):,.0f}")
     for name, measured in cpu.items():
         print(f"broker CPU, produce {name}: {' / '.join(f'{c:,.0f}' for c in measured)} us a record")
+    print(f"packing after a produce: {' / '.join(f'{w:.1f}' for w in waits)} s before its consume")
     for kind, goal in (("produce", 0.5), ("consume", 0.5), ("txn", 0.8)):
         ratio = statistics.mean(rates[f"{kind} kafka"]) / statistics.mean(rates[f"{kind} native"])
         print(f"ratio {kind}: kafka / native {ratio:.2f} (goal: at least {goal})")

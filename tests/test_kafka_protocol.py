@@ -5,8 +5,12 @@ nothing stored and never disturbs another connection."""
 from __future__ import annotations
 
 import json
+import re
 import socket
+import sqlite3
 import struct
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -27,7 +31,9 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from broker.kafka_api.records import read_batches, to_batch, to_messages
+from broker.messaging import MAX_BATCH
 from broker.model import QueueColumns
+from broker.store.base import DB_FILE
 from broker.tls import TlsFiles
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
@@ -163,6 +169,69 @@ def test_produced_records_are_fetched_exactly_with_their_offsets_and_timestamps(
     exposed = httpx.get(f"{broker.http}/metrics").text
     assert 'halfmq_kafka_requests_total{api="Produce"} 1.0' in exposed
     assert f'halfmq_kafka_requests_total{{api="Fetch"}} {-(-len(records) // 1024)}.0' in exposed
+
+
+def pipelined(wire: Wire, requests: list[Any], response_classes: list[Any]) -> list[Any]:
+    """Send every request at once, as a producer with requests in flight does, then take the
+    replies, which come in the order of the requests."""
+    frames = b""
+    for number, request in enumerate(requests, start=1000):
+        request.with_header(correlation_id=number, client_id="wire")
+        frames += bytes(request.encode(header=True, framed=True))
+    wire.sock.sendall(frames)
+    replies = []
+    for number, (request, response_class) in enumerate(zip(requests, response_classes, strict=True), start=1000):
+        reply = response_class.decode(wire.receive(), version=request.API_VERSION, header=True)
+        assert reply.header.correlation_id == number
+        replies.append(reply)
+    return replies
+
+
+def group_commits(broker) -> int:
+    exposed = httpx.get(f"{broker.http}/metrics").text
+    return int(float(re.search(r"^halfmq_store_group_commit_jobs_count (\S+)$", exposed, re.MULTILINE)[1]))
+
+
+def values(wire: Wire, partition: int) -> list[bytes]:
+    fetched = wire.call(fetch("orders", partition, 0), FetchResponse).responses[0].partitions[0]
+    return [r.value for b in MemoryRecords(bytes(fetched.records)) for r in b]
+
+
+def test_produces_in_flight_on_a_connection_are_stored_in_their_order_in_one_group_commit(broker, tmp_path):
+    wire = Wire(broker.broker.kafka_port)
+    wire.call(produce("orders", 0, batch([(None, b"first", [])])), ProduceResponse)
+    held = sqlite3.connect(tmp_path / "data" / DB_FILE, isolation_level=None)
+    held.execute("BEGIN IMMEDIATE")  # the writer waits on the first produce until it is let go
+    before = group_commits(broker)
+    sent = [produce("orders", n % 2, batch([(None, str(n).encode(), [])])) for n in range(5)]
+    with ThreadPoolExecutor(1) as pool:
+        replies = pool.submit(pipelined, wire, [*sent, fetch("orders", 0, 0)], [ProduceResponse] * 5 + [FetchResponse])
+        time.sleep(1)  # the other produces reach the writer meanwhile
+        held.execute("COMMIT")
+        answered = replies.result(timeout=30)
+    assert [(partition_result(r).error_code, partition_result(r).base_offset) for r in answered[:5]] == [
+        (0, 1),
+        (0, 0),
+        (0, 2),
+        (0, 1),
+        (0, 3),
+    ]
+    assert answered[5].responses[0].partitions[0].high_watermark == 4  # the fetch came after them all
+    assert values(wire, 0) == [b"first", b"0", b"2", b"4"]
+    assert values(wire, 1) == [b"1", b"3"]
+    assert group_commits(broker) - before <= 2  # the first produce's, then the other four together
+
+
+def test_a_produce_of_more_records_than_one_store_write_is_not_handled_beside_another(broker):
+    wire = Wire(broker.broker.kafka_port)
+    big = [(None, b"big", [])] * (MAX_BATCH + 100)
+    answered = pipelined(
+        wire, [produce("orders", 0, batch(big)), produce("orders", 0, batch([(None, b"after", [])]))],
+        [ProduceResponse, ProduceResponse],
+    )  # fmt: skip
+    assert [partition_result(r).base_offset for r in answered] == [0, MAX_BATCH + 100]
+    offsets = wire.call(fetch("orders", 0, MAX_BATCH + 99), FetchResponse).responses[0].partitions[0]
+    assert [r.value for b in MemoryRecords(bytes(offsets.records)) for r in b] == [b"big", b"after"]
 
 
 def test_an_idempotent_producer_s_resent_batch_is_stored_once(broker):

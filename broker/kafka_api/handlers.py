@@ -89,7 +89,7 @@ from broker.errors import (
 from broker.kafka_api.admin import KafkaAdmin, KafkaConfigs
 from broker.kafka_api.codes import error_code, name_error
 from broker.kafka_api.groups import Coordinator, KafkaError
-from broker.kafka_api.records import gap_marker, read_batches, to_batch, to_columns, to_messages
+from broker.kafka_api.records import gap_marker, read_batches, record_count, to_batch, to_columns, to_messages
 from broker.kafka_api.transactions import KafkaTransactions, txn_error
 from broker.messaging import MAX_BATCH, MessagingService
 from broker.model import MAX_PULL, MAX_QUEUES, PULL_BYTES
@@ -182,6 +182,17 @@ class Connection:
     local: tuple[str, int]  # the address the client connected to
     authenticated: bool
     mechanism: str | None = None
+
+
+def overlaps(api_key: ApiKey, request: Any) -> bool:
+    """Whether the request may be handled beside the requests before it on its connection that
+    may too (``broker.kafka_api.server``): a produce outside a transaction whose every partition's
+    records are one store write (MAX_BATCH at most), so that the writes of produces handled
+    together reach the store in the order they came."""
+    if api_key != ApiKey.Produce or request.transactional_id is not None:
+        return False
+    counts = (record_count(part.records or b"") for data in request.topic_data for part in data.partition_data)
+    return all(count is not None and count <= MAX_BATCH for count in counts)
 
 
 class KafkaApis:

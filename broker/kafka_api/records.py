@@ -36,6 +36,7 @@ MAX_KEY_CHARS = 1024
 _LOG_OVERHEAD = struct.Struct(">qi")  # a batch's base offset and its length (the bytes after these)
 _BATCH_HEADER = 61  # bytes of a record batch v2 before its records
 _MAGIC_AT = 16
+_COUNT = struct.Struct(">i")  # a record batch v2's record count, its header's last field
 _ATTRIBUTES_AT, _CRC_AT = 21, 17
 _CONTROL = 0x20  # a record batch's control attribute bit
 
@@ -83,6 +84,21 @@ def read_batches(data: bytes) -> list[Batch]:
     except (CorruptRecordException, UnsupportedCodecError, struct.error, ValueError, IndexError) as exc:
         raise BadRecords(f"corrupt record batch: {exc}") from None
     return batches
+
+
+def record_count(data: bytes) -> int | None:
+    """How many records a produce's record batches say they hold, read from their headers alone;
+    None if the batches do not add up (``read_batches`` says why)."""
+    count, position = 0, 0
+    while position < len(data):
+        if len(data) - position < _BATCH_HEADER:
+            return None
+        _, length = _LOG_OVERHEAD.unpack_from(data, position)
+        if length < _BATCH_HEADER - _LOG_OVERHEAD.size:
+            return None
+        count += _COUNT.unpack_from(data, position + _BATCH_HEADER - _COUNT.size)[0]
+        position += _LOG_OVERHEAD.size + length
+    return count if position == len(data) else None
 
 
 def to_messages(topic: str, batches: Sequence[Batch], partition: int) -> list[Message]:
