@@ -150,6 +150,36 @@ def test_a_messages_keys_are_its_records_key_joined_by_spaces_whatever_json_esca
     assert got == [None if not k else " ".join(k).encode() for k in keys]
 
 
+def test_a_fetch_s_record_batch_is_the_one_kafka_python_s_builder_writes_byte_for_byte():
+    """halfmq writes record batches itself; kafka-python's builder, another implementation of the
+    format, is the reference: offsets with gaps, timestamps going back and a message born at 0
+    (its store time stands in), keys, a tag, properties, headers and a null value, CRC included."""
+    t = 1_700_000_000_000
+    messages = [  # offset, message id, transaction id, keys, tags, properties, body, born, stored
+        (5, b"m5", b"", b"[]", b"", b"{}", b"a" * 1000, t, t),
+        (6, b"m6", b"", b'["o-7"]', b"", b"{}", b"b", 0, t + 3),
+        (9, b"m9", b"", b'["a", "b"]', b"created", b'{"x": "1"}', b"c", t - 200, t),
+        (10, b"m10", b"", b"[]", b"", b'{"__KAFKA_NULL_VALUE": "1", "h": "v"}', b"", t + 70_000, t),
+    ]
+    stored = QueueColumns(*map(list, zip(*messages, strict=True)))
+    expected = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+        batch_size=2**24,
+    )  # fmt: skip
+    for offset, key, value, headers, timestamp in [
+        (0, None, b"a" * 1000, [], t),
+        (1, b"o-7", b"b", [], t + 3),
+        (4, b"a b", b"c", [("x", b"1"), ("TAGS", b"created")], t - 200),
+        (5, None, None, [("h", b"v")], t + 70_000),
+    ]:
+        expected.append(offset, timestamp=timestamp, key=key, value=value, headers=headers)
+    reference = bytearray(expected.build())
+    # The base offset, which a broker sets, and no partition leader epoch (-1, as aiokafka writes;
+    # kafka-python writes 0): halfmq has no leader elections. Neither is under the CRC.
+    struct.pack_into(">qii", reference, 0, 5, len(reference) - 12, -1)
+    assert to_batch(stored, len(messages)) == bytes(reference)
+
+
 # A produce of a few records is checked a record at a time, of many as columns (beyond 1,024, in
 # more than one call): each is stored alike.
 @pytest.mark.parametrize("copies", [1, 300], ids=["4 records", "1200 records"])

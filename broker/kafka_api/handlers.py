@@ -421,7 +421,8 @@ class KafkaApis:
         for topic in request.topics:
             partitions = []
             for part in topic.partitions:
-                records, low, high, code = b"", -1, -1, 0
+                records: bytes | bytearray = b""
+                low, high, code = -1, -1, 0
                 try:
                     batch = await self._messaging.pull_rows(topic.topic, part.partition, part.fetch_offset, MAX_PULL)
                     low, high = batch.min_offset, batch.max_offset

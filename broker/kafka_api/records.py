@@ -12,6 +12,7 @@ are the record's key and its tag is a header ``TAGS``, as RocketMQ names the pro
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import struct
@@ -19,9 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import crc32c
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
-from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from aiokafka.record.util import calc_crc32c
+from aiokafka.record.default_records import DefaultRecordBatch
 
 from broker.columns import ONE_KEY, MessageColumns
 from broker.errors import InvalidArgument
@@ -34,11 +35,16 @@ TAGS = "TAGS"
 HIDDEN = frozenset((*RESERVED_PROPERTIES, MESSAGE_GROUP, KEY, NULL_VALUE, HEADERS))
 MAX_KEY_CHARS = 1024
 _LOG_OVERHEAD = struct.Struct(">qi")  # a batch's base offset and its length (the bytes after these)
-_BATCH_HEADER = 61  # bytes of a record batch v2 before its records
+# A record batch v2's header: base offset, length, partition leader epoch, magic, CRC, attributes,
+# last offset delta, first and max timestamps, producer id and epoch, base sequence, record count.
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BATCH_HEADER = _HEADER.size  # bytes of a record batch v2 before its records
 _MAGIC_AT = 16
 _COUNT = struct.Struct(">i")  # a record batch v2's record count, its header's last field
 _ATTRIBUTES_AT, _CRC_AT = 21, 17
-_CONTROL = 0x20  # a record batch's control attribute bit
+_TRANSACTIONAL, _CONTROL = 0x10, 0x20  # a record batch's attribute bits
+_NULL = b"\1"  # a record's length -1 (zigzag-encoded): no key, no value
+_NO_HEADER = bytes(_HEADER.size)  # a batch's header's room, filled once its records are joined
 
 Header = tuple[str, bytes | None]
 _ONE_KEY = re.compile(ONE_KEY.encode()).fullmatch  # stored keys that are one key, as they are
@@ -73,9 +79,10 @@ def read_batches(data: bytes) -> list[Batch]:
                 raise BadRecords("the records end inside a record batch")
             if data[position + _MAGIC_AT] != 2:
                 raise BadRecords("only record batches of magic 2 are accepted")
-            batch = DefaultRecordBatch(bytes(data[position:end]))
-            if not batch.validate_crc():
+            chunk = bytes(data[position:end])
+            if crc32c.crc32c(memoryview(chunk)[_ATTRIBUTES_AT:]) != struct.unpack_from(">I", chunk, _CRC_AT)[0]:
                 raise BadRecords("a record batch's CRC does not match its contents")
+            batch = DefaultRecordBatch(chunk)
             batches.append(
                 Batch(batch.producer_id, batch.producer_epoch, batch.base_sequence, bool(batch.is_transactional),
                       list(batch))
@@ -197,43 +204,89 @@ def _record(
     return key, value, headers
 
 
-def to_batch(columns: QueueColumns, count: int) -> bytes:
+def to_batch(columns: QueueColumns, count: int) -> bytearray:
     """One record batch holding the first ``count`` messages of ``columns`` (consecutive offsets
     of one queue, gaps allowed). A message with no tag or properties and no key or one key
     stored as it is (no character JSON escapes), the common cases, is written without parsing
     its JSON; any other is mapped by ``_record``'s rules."""
-    base = columns.queue_offsets[0]
-    builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
-        base_sequence=-1, batch_size=2**31 - 1,
-    )  # fmt: skip
+    offsets, bodies = columns.queue_offsets, columns.bodies
+    stamps = [
+        born or stored
+        for born, stored in zip(columns.born_timestamps[:count], columns.store_timestamps[:count], strict=True)
+    ]
+    base, first = offsets[0], stamps[0]
+    parts = [_NO_HEADER]
     for i in range(count):
         keys, tags, properties = columns.keys[i], columns.tags[i], columns.properties[i]
-        key: bytes | None
-        value: bytes | None
-        headers: list[Header]
         if not tags and properties == b"{}" and (keys == b"[]" or _ONE_KEY(keys)):
-            key, value, headers = keys[2:-2] or None, columns.bodies[i], []  # "[]": no key
+            key = _NULL if keys == b"[]" else _varint(len(keys) - 4) + keys[2:-2]
+            value = bodies[i]
+            head = b"\0" + _varint(stamps[i] - first) + _varint(offsets[i] - base) + key + _varint(len(value))
+            parts += (_varint(len(head) + len(value) + 1), head, value, b"\0")  # no headers
         else:
-            key, value, headers = _record(json.loads(keys), tags.decode(), json.loads(properties), columns.bodies[i])
-        timestamp = columns.born_timestamps[i] or columns.store_timestamps[i]
-        builder.append(columns.queue_offsets[i] - base, timestamp=timestamp, key=key, value=value, headers=headers)
-    batch = builder.build()
-    struct.pack_into(">q", batch, 0, base)  # the base offset is outside the CRC, as a broker sets it
-    return bytes(batch)
+            _append(
+                parts,
+                offsets[i] - base,
+                stamps[i] - first,
+                *_record(json.loads(keys), tags.decode(), json.loads(properties), bodies[i]),
+            )
+    return _batch(base, offsets[count - 1] - base, first, max(stamps), count, 0, -1, -1, parts)
 
 
-def gap_marker(start: int, end: int) -> bytes:
+def gap_marker(start: int, end: int) -> bytearray:
     """A control batch (one abort marker, at ``end - 1``) over offsets ``start`` to ``end`` that
     hold no message (an aborted transaction's), so a consumer's position moves past them, as
     it moves past Kafka's own transaction markers."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=1, producer_id=0, producer_epoch=0,
-        base_sequence=-1, batch_size=2**31 - 1,
+    parts = [_NO_HEADER]
+    _append(parts, end - 1 - start, 0, struct.pack(">hh", 0, 0), b"\0\0\0\0\0\0", [])
+    return _batch(start, end - 1 - start, 0, 0, 1, _TRANSACTIONAL | _CONTROL, 0, 0, parts)
+
+
+def _append(
+    parts: list[bytes], offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+    headers: list[Header],
+) -> None:  # fmt: skip
+    """Add a record (v2: its length, then attributes, deltas, key, value and headers) to ``parts``."""
+    body = value or b""
+    head = (
+        b"\0"
+        + _varint(timestamp_delta)
+        + _varint(offset_delta)
+        + _nullable(key)
+        + (_NULL if value is None else _varint(len(body)))
+    )
+    tail = b"".join([_varint(len(headers))] + [_nullable(name.encode()) + _nullable(data) for name, data in headers])
+    parts += (_varint(len(head) + len(body) + len(tail)), head, body, tail)
+
+
+def _batch(
+    base: int, last_delta: int, first: int, latest: int, count: int, attributes: int, producer_id: int,
+    producer_epoch: int, parts: list[bytes],
+) -> bytearray:  # fmt: skip
+    """A record batch of the records in ``parts`` after its first, the header's room: the header
+    written there, CRC-32C included. Joined once, into a bytearray: each copy of a fetch's megabyte
+    costs a third of a millisecond."""
+    batch = bytearray().join(parts)
+    _HEADER.pack_into(
+        batch, 0, base, len(batch) - _LOG_OVERHEAD.size, -1, 2, 0, attributes, last_delta, first, latest, producer_id,
+        producer_epoch, -1, count,
     )  # fmt: skip
-    builder.append(end - 1 - start, timestamp=0, key=struct.pack(">hh", 0, 0), value=b"\0\0\0\0\0\0", headers=[])
-    batch = builder.build()
-    struct.pack_into(">h", batch, _ATTRIBUTES_AT, struct.unpack_from(">h", batch, _ATTRIBUTES_AT)[0] | _CONTROL)
-    struct.pack_into(">I", batch, _CRC_AT, calc_crc32c(bytes(batch[_ATTRIBUTES_AT:])))
-    struct.pack_into(">q", batch, 0, start)
-    return bytes(batch)
+    struct.pack_into(">I", batch, _CRC_AT, crc32c.crc32c(memoryview(batch)[_ATTRIBUTES_AT:]))
+    return batch
+
+
+def _nullable(data: bytes | None) -> bytes:
+    """Bytes as a record writes a key, a value or a header's: their length, then them."""
+    return _NULL if data is None else _varint(len(data)) + data
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _varint(value: int) -> bytes:
+    """A signed number as a record's varint: zigzag-encoded, then 7 bits a byte, lowest first."""
+    zigzag = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while zigzag > 0x7F:
+        out.append(zigzag & 0x7F | 0x80)
+        zigzag >>= 7
+    out.append(zigzag)
+    return bytes(out)
