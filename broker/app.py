@@ -15,7 +15,7 @@ from broker.controls import ControlledClock, TestControls
 from broker.delays import DelayService
 from broker.frontends import FrontEnd, GrpcFrontEnd, HttpFrontEnd
 from broker.grpc_api import create_server
-from broker.grpc_api.convert import segment_to_pb
+from broker.grpc_api.convert import segment_from_pb, segment_to_pb
 from broker.grpc_api.servicer import BrokerServicer
 from broker.http_api import AdminContext, create_app
 from broker.http_api import create_server as create_http_server
@@ -80,6 +80,7 @@ class Broker:
             max_delivery_attempts=settings.max_delivery_attempts,
             clock=self.clock,
             on_written=self.packer.written if settings.segments else None,
+            unpack=segment_from_pb,
         )
         self.transactions = TransactionService(
             self.store, max_body_bytes=settings.max_body_bytes, metrics=self.metrics, clock=self.clock

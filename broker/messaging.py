@@ -48,6 +48,7 @@ from broker.retry import (
 )
 from broker.store import Store
 from broker.store.deliveries import Delivery
+from broker.store.segments import Decode
 
 MAX_BATCH = 1024
 
@@ -64,11 +65,12 @@ class MessagingService(PullService):
         max_delivery_attempts: int = 17,
         clock: Clock = system_clock,
         on_written: Callable[[str, int, QueueColumns], None] | None = None,
+        unpack: Decode | None = None,
     ) -> None:
         """``delays`` holds the delayed messages sent; ``on_written(topic, queue_id, columns)`` is
         told of each run of new messages a table stored in one queue, as the store holds them
-        (the packer packs them from there)."""
-        super().__init__(store)
+        (the packer packs them from there); ``unpack`` reads a packed segment (``PullService``)."""
+        super().__init__(store, unpack)
         self._store = store
         self._delays = delays
         self._max_delivery_attempts = max_delivery_attempts

@@ -22,6 +22,7 @@ from broker.model import (
     check_queue,
 )
 from broker.store.reads import QueueReader
+from broker.store.segments import Decode
 
 
 def _next_offset(messages: list[StoredMessage] | QueueColumns | Packed, offset: int, high: int) -> int:
@@ -37,8 +38,11 @@ def _next_offset(messages: list[StoredMessage] | QueueColumns | Packed, offset: 
 class PullService:
     """Read real topics' queues by offset; system topics are refused."""
 
-    def __init__(self, reads: QueueReader) -> None:
+    def __init__(self, reads: QueueReader, unpack: Decode | None = None) -> None:
+        """``unpack``: the messages of a packed segment, from its bytes (the front end's that
+        packs them); without it, ``pull_rows`` reads rows alone."""
         self._reads = reads
+        self._unpack = unpack
 
     async def pull(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[list[StoredMessage]]:
         """Return up to ``max_messages`` messages of a queue from ``offset`` on, within PULL_BYTES
@@ -49,9 +53,14 @@ class PullService:
         return await self._pull(self._reads.read, topic, queue_id, offset, max_messages)
 
     async def pull_rows(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[QueueColumns]:
-        """``pull`` as columns read from the rows, never a packed segment: for a front end that
+        """``pull_columns`` with a packed segment's messages unpacked, for a front end that
         encodes messages its own way (the Kafka port's record batches)."""
-        return await self._pull(self._reads.read_columns, topic, queue_id, offset, max_messages)
+        if self._unpack is None:
+            return await self._pull(self._reads.read_columns, topic, queue_id, offset, max_messages)
+        batch = await self.pull_columns(topic, queue_id, offset, max_messages)
+        if not isinstance(batch.messages, Packed):
+            return PullBatch(batch.messages, batch.next_offset, batch.min_offset, batch.max_offset)
+        return PullBatch(self._unpack(batch.messages.data), batch.next_offset, batch.min_offset, batch.max_offset)
 
     async def pull_columns(
         self, topic: str, queue_id: int, offset: int, max_messages: int

@@ -32,14 +32,14 @@ from kafka.record.memory_records import MemoryRecords
 
 from broker.kafka_api.records import read_batches, to_batch, to_messages
 from broker.messaging import MAX_BATCH
-from broker.model import QueueColumns
+from broker.model import MAX_PULL, QueueColumns
 from broker.store.base import DB_FILE
 from broker.tls import TlsFiles
 from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import KafkaTransactionProducer, Producer, PullConsumer
 from producer_sdk import Message as SdkMessage
-from tests.support import BrokerThread, Pki, broker_settings, send_half, store_snapshot
+from tests.support import BrokerThread, Pki, broker_settings, send_half, store_snapshot, wait_until
 
 
 class Wire:
@@ -199,6 +199,28 @@ def test_produced_records_are_fetched_exactly_with_their_offsets_and_timestamps(
     exposed = httpx.get(f"{broker.http}/metrics").text
     assert 'halfmq_kafka_requests_total{api="Produce"} 1.0' in exposed
     assert f'halfmq_kafka_requests_total{{api="Fetch"}} {-(-len(records) // 1024)}.0' in exposed
+
+
+def test_a_fetch_reads_a_packed_segment_s_messages_from_the_segment_exactly(broker):
+    """Once the packer has packed a partition's first 1,024 records, a fetch of them reads the
+    segment, not their rows (the rows' bodies are overwritten behind the broker's back to tell
+    which it read), and gets every record as produced; the rest still come from the rows."""
+    wire = Wire(broker.broker.kafka_port)
+    records = [r for r in ODD_RECORDS if isinstance(r, tuple)] * 300
+    assert partition_result(wire.call(produce("orders", 1, batch(records)), ProduceResponse)).error_code == 0
+    data_dir = broker.broker.store.path.parent
+    wait_until(lambda: len(store_snapshot(data_dir).get("segments.db:segments", [])) == 1, timeout=30)
+    with sqlite3.connect(data_dir / DB_FILE) as conn:
+        conn.execute("UPDATE messages SET body = x'2a' WHERE topic = 'orders'")
+    got: list[Any] = []
+    while len(got) < len(records):
+        fetched = wire.call(fetch("orders", 1, len(got)), FetchResponse).responses[0].partitions[0]
+        got += [r for b in MemoryRecords(bytes(fetched.records)) for r in b]
+    packed = MAX_PULL
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in got[:packed]] == [
+        (i, 1_700_000_000_000 + i, key, value, headers) for i, (key, value, headers) in enumerate(records[:packed])
+    ]
+    assert {r.value for r in got[packed:]} <= {b"*", None}, "the rows after the segment are read as they are now"
 
 
 def pipelined(wire: Wire, requests: list[Any], response_classes: list[Any]) -> list[Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Iterable
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from typing import TYPE_CHECKING
 
 from broker.columns import MessageColumns
@@ -105,6 +105,41 @@ def segment_to_pb(columns: QueueColumns, next_offset: int) -> bytes:
     its first message sends, serialised, with no queue range; ``packed_reply`` appends that."""
     segment: bytes = columns_to_pb(PullBatch(columns, next_offset, 0, 0)).SerializeToString()
     return segment
+
+
+def segment_from_pb(segment: bytes) -> QueueColumns:
+    """The messages of a packed segment, as ``segment_to_pb`` had them: for a front end that
+    writes messages its own way (the Kafka port's record batches) reading a segment's instead of
+    rows."""
+    reply = pb.PullColumnsResponse.FromString(segment)
+    count = reply.count
+    return QueueColumns(
+        queue_offsets=_ints(reply.queue_offsets, "q"),
+        message_ids=_values(reply.message_ids, count, b""),
+        transaction_ids=_values(reply.transaction_ids, count, b""),
+        keys=_values(reply.keys, count, b"[]"),
+        tags=_values(reply.tags, count, b""),
+        properties=_values(reply.properties, count, b"{}"),
+        bodies=_values(reply.bodies, count, b""),
+        born_timestamps=_ints(reply.born_timestamps, "q"),
+        store_timestamps=_ints(reply.store_timestamps, "q"),
+    )
+
+
+def _ints(data: bytes, typecode: str) -> array[int]:
+    """Little-endian integers, as ``_little_endian`` wrote them."""
+    values = array(typecode, data)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
+
+
+def _values(column: pb.PackedColumn, count: int, default: bytes) -> list[bytes]:
+    """A PackedColumn's values; left empty, every value is ``default``."""
+    if not column.offsets:
+        return [default] * count
+    data = column.data
+    return [data[start:end] for start, end in pairwise(_ints(column.offsets, "i"))]
 
 
 def packed_reply(segment: Packed, min_offset: int, max_offset: int) -> bytes:

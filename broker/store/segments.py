@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 SEGMENTS_FILE = "segments.db"
 # A segment's messages and the offset after them → the bytes a pull starting at the first sends.
 Encode = Callable[[QueueColumns, int], bytes]
+# A segment's bytes → its messages.
+Decode = Callable[[bytes], QueueColumns]
 
 DDL = """
 CREATE TABLE IF NOT EXISTS segments (
