@@ -7,7 +7,8 @@
   both flushing synchronously (SYNC_FLUSH, --flush sync), then both asynchronously;
 - Kafka (confluent-kafka, 1 KB, acks=all): producing, consuming them back, transactions of 1 and
   of 10 records; Kafka with log.flush.interval.messages=1 against halfmq --flush sync, then
-  Kafka's default (the page cache) against --flush async.
+  Kafka's default (the page cache) against --flush async. halfmq's consume starts once its packer
+  has packed what the produce wrote (as in bench.kafka; Kafka leaves no such work behind).
 
     .venv/bin/python -m bench.peers --messages 100000 --seconds 15 --transactions 300
 
@@ -27,11 +28,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rocketmq import ClientConfiguration, Credentials, Message, Producer, TransactionChecker, TransactionResolution
 
+from bench.fresh_backlog import wait_packed
 from bench.kafka import PARTITIONS, kafka_consume, kafka_produce, kafka_transactions
 from bench.produce import distinct_bodies
 from bench.txn import start_broker
@@ -119,7 +122,8 @@ def halfmq(flush: str) -> Iterator[dict[str, Any]]:
     endpoint, bootstrap = f"127.0.0.1:{rocketmq_port}", f"127.0.0.1:{kafka_port}"
     try:
         first = first_sends(endpoint, bootstrap, began)
-        yield {"endpoint": endpoint, "bootstrap": bootstrap, **first, "rss_mib": rss_mib([process.pid])}
+        yield {"endpoint": endpoint, "bootstrap": bootstrap, "data": data / "store", **first,
+               "rss_mib": rss_mib([process.pid])}  # fmt: skip
     finally:
         process.terminate()
         process.wait(60)
@@ -153,7 +157,10 @@ def first_sends(endpoint: str | None, bootstrap: str | None, began: float) -> di
     return found
 
 
-def kafka_figures(bootstrap: str, messages: int, transactions: int) -> dict[str, float]:
+def kafka_figures(
+    bootstrap: str, messages: int, transactions: int, packed: Callable[[str], float] = lambda topic: 0.0
+) -> dict[str, float]:
+    """``packed(topic)`` waits until the broker has nothing left of the produce to do."""
     topic = f"bench-{time.time_ns()}"
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -162,6 +169,7 @@ def kafka_figures(bootstrap: str, messages: int, transactions: int) -> dict[str,
     bodies = distinct_bodies(messages, len(BODY))
     return {
         "produce": kafka_produce(bootstrap, topic, bodies, {}),
+        "packing_s": packed(topic),
         "consume": kafka_consume(bootstrap, topic, messages),
         "txn_1": kafka_transactions(bootstrap, topic, transactions, BODY, size=1),
         "txn_10": kafka_transactions(bootstrap, topic, transactions, BODY, size=10),
@@ -206,8 +214,13 @@ def main() -> None:
             print(json.dumps({f"rocketmq-{policy}": results[f"rocketmq-{policy}"]}), flush=True)
             with halfmq(ours) as broker:
                 results[f"halfmq-{policy}"] = {
-                    **{k: v for k, v in broker.items() if k not in ("endpoint", "bootstrap")},
-                    **kafka_figures(broker["bootstrap"], args.messages, args.transactions),
+                    **{k: v for k, v in broker.items() if k not in ("endpoint", "bootstrap", "data")},
+                    **kafka_figures(
+                        broker["bootstrap"],
+                        args.messages,
+                        args.transactions,
+                        partial(wait_packed, broker["data"], messages=args.messages, queues=PARTITIONS),
+                    ),
                     **rocketmq_figures(broker["endpoint"], args.seconds),
                 }
             print(json.dumps({f"halfmq-{policy}": results[f"halfmq-{policy}"]}), flush=True)
