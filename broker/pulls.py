@@ -40,7 +40,7 @@ class PullService:
 
     def __init__(self, reads: QueueReader, unpack: Decode | None = None) -> None:
         """``unpack``: the messages of a packed segment, from its bytes (the front end's that
-        packs them); without it, ``pull_rows`` reads rows alone."""
+        packs them); without it, ``pull_unpacked`` reads rows alone."""
         self._reads = reads
         self._unpack = unpack
 
@@ -52,7 +52,7 @@ class PullService:
         """
         return await self._pull(self._reads.read, topic, queue_id, offset, max_messages)
 
-    async def pull_rows(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[QueueColumns]:
+    async def pull_unpacked(self, topic: str, queue_id: int, offset: int, max_messages: int) -> PullBatch[QueueColumns]:
         """``pull_columns`` with a packed segment's messages unpacked, for a front end that
         encodes messages its own way (the Kafka port's record batches)."""
         if self._unpack is None:

@@ -424,7 +424,9 @@ class KafkaApis:
                 records: bytes | bytearray = b""
                 low, high, code = -1, -1, 0
                 try:
-                    batch = await self._messaging.pull_rows(topic.topic, part.partition, part.fetch_offset, MAX_PULL)
+                    batch = await self._messaging.pull_unpacked(
+                        topic.topic, part.partition, part.fetch_offset, MAX_PULL
+                    )
                     low, high = batch.min_offset, batch.max_offset
                     if part.fetch_offset > high:
                         raise OffsetOutOfRange(f"offset {part.fetch_offset} is past the partition's end {high}")
