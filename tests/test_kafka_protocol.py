@@ -244,6 +244,16 @@ def group_commits(broker) -> int:
     return int(float(re.search(r"^halfmq_store_group_commit_jobs_count (\S+)$", exposed, re.MULTILINE)[1]))
 
 
+def settled_group_commits(broker) -> int:
+    """``group_commits`` once the broker's start-up writes are done (its first retention sweep
+    and check round, which write whatever there is to do); the next come seconds later."""
+    last, now = -1, group_commits(broker)
+    while now != last:
+        time.sleep(0.5)
+        last, now = now, group_commits(broker)
+    return now
+
+
 def values(wire: Wire, partition: int) -> list[bytes]:
     fetched = wire.call(fetch("orders", partition, 0), FetchResponse).responses[0].partitions[0]
     return [r.value for b in MemoryRecords(bytes(fetched.records)) for r in b]
@@ -253,12 +263,15 @@ def test_produces_in_flight_on_a_connection_are_stored_in_their_order_in_one_gro
     wire = Wire(broker.broker.kafka_port)
     wire.call(produce("orders", 0, batch([(None, b"first", [])])), ProduceResponse)
     held = sqlite3.connect(tmp_path / "data" / DB_FILE, isolation_level=None)
+    before = settled_group_commits(broker)
     held.execute("BEGIN IMMEDIATE")  # the writer waits on the first produce until it is let go
-    before = group_commits(broker)
     sent = [produce("orders", n % 2, batch([(None, str(n).encode(), [])])) for n in range(5)]
     with ThreadPoolExecutor(1) as pool:
         replies = pool.submit(pipelined, wire, [*sent, fetch("orders", 0, 0)], [ProduceResponse] * 5 + [FetchResponse])
-        time.sleep(1)  # the other produces reach the writer meanwhile
+        # All five produces are being answered at once, the first one's write waiting for the lock.
+        listener = broker.broker._kafka
+        wait_until(lambda: listener._answering == 5, timeout=10)
+        time.sleep(0.2)  # the others' writes, which start on the loop's next turn, queue behind it
         held.execute("COMMIT")
         answered = replies.result(timeout=30)
     assert [(partition_result(r).error_code, partition_result(r).base_offset) for r in answered[:5]] == [
