@@ -58,9 +58,10 @@ class PullService:
         if self._unpack is None:
             return await self._pull(self._reads.read_columns, topic, queue_id, offset, max_messages)
         batch = await self.pull_columns(topic, queue_id, offset, max_messages)
-        if not isinstance(batch.messages, Packed):
-            return PullBatch(batch.messages, batch.next_offset, batch.min_offset, batch.max_offset)
-        return PullBatch(self._unpack(batch.messages.data), batch.next_offset, batch.min_offset, batch.max_offset)
+        messages = batch.messages
+        if isinstance(messages, Packed):
+            messages = self._unpack(messages.data)
+        return PullBatch(messages, batch.next_offset, batch.min_offset, batch.max_offset)
 
     async def pull_columns(
         self, topic: str, queue_id: int, offset: int, max_messages: int

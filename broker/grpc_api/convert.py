@@ -73,6 +73,13 @@ def stored_to_pb(message: StoredMessage) -> pb.StoredMessage:
     )
 
 
+# The PullColumnsResponse columns packed as PackedColumn (named as QueueColumns' fields), and
+# the value of every message of a column sent empty.
+_PACKED_DEFAULTS = {
+    "message_ids": b"", "transaction_ids": b"", "keys": b"[]", "tags": b"", "properties": b"{}", "bodies": b"",
+}  # fmt: skip
+
+
 def columns_to_pb(batch: PullBatch[QueueColumns]) -> pb.PullColumnsResponse:
     """A pull as packed columns: joins and packs in C, no Python work per message. Fields are set
     in place: a submessage passed to a constructor is copied through a serialize and a parse."""
@@ -86,14 +93,8 @@ def columns_to_pb(batch: PullBatch[QueueColumns]) -> pb.PullColumnsResponse:
         min_offset=batch.min_offset,
         max_offset=batch.max_offset,
     )
-    for column, values, default in (
-        (reply.message_ids, c.message_ids, b""),
-        (reply.transaction_ids, c.transaction_ids, b""),
-        (reply.keys, c.keys, b"[]"),
-        (reply.tags, c.tags, b""),
-        (reply.properties, c.properties, b"{}"),
-        (reply.bodies, c.bodies, b""),
-    ):
+    for name, default in _PACKED_DEFAULTS.items():
+        column, values = getattr(reply, name), getattr(c, name)
         if values.count(default) != len(values):  # all-default columns stay empty
             column.offsets = _little_endian(accumulate(map(len, values), initial=0), "i")
             column.data = b"".join(values)
@@ -112,17 +113,11 @@ def segment_from_pb(segment: bytes) -> QueueColumns:
     writes messages its own way (the Kafka port's record batches) reading a segment's instead of
     rows."""
     reply = pb.PullColumnsResponse.FromString(segment)
-    count = reply.count
     return QueueColumns(
         queue_offsets=_ints(reply.queue_offsets, "q"),
-        message_ids=_values(reply.message_ids, count, b""),
-        transaction_ids=_values(reply.transaction_ids, count, b""),
-        keys=_values(reply.keys, count, b"[]"),
-        tags=_values(reply.tags, count, b""),
-        properties=_values(reply.properties, count, b"{}"),
-        bodies=_values(reply.bodies, count, b""),
         born_timestamps=_ints(reply.born_timestamps, "q"),
         store_timestamps=_ints(reply.store_timestamps, "q"),
+        **{name: _values(getattr(reply, name), reply.count, default) for name, default in _PACKED_DEFAULTS.items()},
     )
 
 

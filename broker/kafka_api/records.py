@@ -68,15 +68,9 @@ class Batch:
 def read_batches(data: bytes) -> list[Batch]:
     """The record batches of a produce, each checked against its CRC and decoded (decompressed).
     Raises BadRecords."""
-    batches, position = [], 0
+    batches = []
     try:
-        while position < len(data):
-            if len(data) - position < _BATCH_HEADER:
-                raise BadRecords("the records end inside a record batch")
-            _, length = _LOG_OVERHEAD.unpack_from(data, position)
-            end = position + _LOG_OVERHEAD.size + length
-            if length < _BATCH_HEADER - _LOG_OVERHEAD.size or end > len(data):
-                raise BadRecords("the records end inside a record batch")
+        for position, end in _spans(data):
             if data[position + _MAGIC_AT] != 2:
                 raise BadRecords("only record batches of magic 2 are accepted")
             chunk = bytes(data[position:end])
@@ -87,7 +81,6 @@ def read_batches(data: bytes) -> list[Batch]:
                 Batch(batch.producer_id, batch.producer_epoch, batch.base_sequence, bool(batch.is_transactional),
                       list(batch))
             )  # fmt: skip
-            position = end
     except (CorruptRecordException, UnsupportedCodecError, struct.error, ValueError, IndexError) as exc:
         raise BadRecords(f"corrupt record batch: {exc}") from None
     return batches
@@ -96,16 +89,26 @@ def read_batches(data: bytes) -> list[Batch]:
 def record_count(data: bytes) -> int | None:
     """How many records a produce's record batches say they hold, read from their headers alone;
     None if the batches do not add up (``read_batches`` says why)."""
-    count, position = 0, 0
+    try:
+        count: int = sum(_COUNT.unpack_from(data, start + _BATCH_HEADER - _COUNT.size)[0] for start, _ in _spans(data))
+    except BadRecords:
+        return None
+    return count
+
+
+def _spans(data: bytes) -> Iterator[tuple[int, int]]:
+    """Where each record batch of a produce's records starts and ends, from their lengths.
+    Raises BadRecords where they do not add up."""
+    position = 0
     while position < len(data):
         if len(data) - position < _BATCH_HEADER:
-            return None
+            raise BadRecords("the records end inside a record batch")
         _, length = _LOG_OVERHEAD.unpack_from(data, position)
-        if length < _BATCH_HEADER - _LOG_OVERHEAD.size:
-            return None
-        count += _COUNT.unpack_from(data, position + _BATCH_HEADER - _COUNT.size)[0]
-        position += _LOG_OVERHEAD.size + length
-    return count if position == len(data) else None
+        end = position + _LOG_OVERHEAD.size + length
+        if length < _BATCH_HEADER - _LOG_OVERHEAD.size or end > len(data):
+            raise BadRecords("the records end inside a record batch")
+        yield position, end
+        position = end
 
 
 def to_messages(topic: str, batches: Sequence[Batch], partition: int) -> list[Message]:
@@ -219,6 +222,7 @@ def to_batch(columns: QueueColumns, count: int) -> bytearray:
     for i in range(count):
         keys, tags, properties = columns.keys[i], columns.tags[i], columns.properties[i]
         if not tags and properties == b"{}" and (keys == b"[]" or _ONE_KEY(keys)):
+            # ``_append`` written out for this record (no headers, the key as stored): most are.
             key = _NULL if keys == b"[]" else _varint(len(keys) - 4) + keys[2:-2]
             value = bodies[i]
             head = b"\0" + _varint(stamps[i] - first) + _varint(offsets[i] - base) + key + _varint(len(value))
