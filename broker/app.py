@@ -115,7 +115,7 @@ class Broker:
         self._kafka = KafkaServer(
             KafkaApis(
                 self.messaging,
-                KafkaTransactions(self.kafka_txns, self.store),
+                KafkaTransactions(self.kafka_txns),
                 self.kafka_groups,
                 self.operators,
                 KafkaConfigs.of(settings, NODE_ID, DEFAULT_PARTITIONS),
@@ -191,9 +191,9 @@ class Broker:
         )
         context = AdminContext(
             settings=settings,
-            store=self.store,
             messaging=self.messaging,
             transactions=self.transactions,
+            kafka_txns=self.kafka_txns,
             operators=self.operators,
             registry=self.registry,
             clients=self.clients,

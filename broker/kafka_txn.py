@@ -22,6 +22,7 @@ from broker.model import (
     MessageType,
     OffsetInTxn,
     ProducerEpoch,
+    TransactionalId,
     TxnEnd,
     check_message,
     check_name,
@@ -131,6 +132,23 @@ class KafkaTxnService:
         if not ended.already_ended:
             self._count("committed" if commit else "aborted")
         return ended
+
+    async def transactional_ids(self, transactional_id: str | None = None) -> list[TransactionalId]:
+        """Every transactional id (or the one named; none if it was never initialised), with its
+        epoch and its current or last transaction."""
+        return await self._store.query(self._store.transactional_ids, transactional_id)
+
+    async def open_queues(self, transactional_id: str) -> list[tuple[str, int]]:
+        """The (topic, queue) pairs the id's open transaction wrote to; none if it has none open."""
+        return await self._store.query(self._store.open_txn_queues, transactional_id)
+
+    async def pending_groups(self) -> set[str]:
+        """The consumer groups with offsets waiting in an open transaction."""
+        return await self._store.query(self._store.txn_offset_groups)
+
+    async def pending_offsets(self, group: str) -> set[tuple[str, int]]:
+        """The (topic, queue) offsets of ``group`` that wait in an open transaction."""
+        return await self._store.query(self._store.pending_txn_offsets, group)
 
     async def expire(self) -> tuple[int, int]:
         """Abort the transactions open longer than their timeout; return how many, and how many

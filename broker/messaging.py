@@ -21,6 +21,7 @@ from broker.model import (
     SYSTEM_TOPICS,
     Admits,
     Appended,
+    Delivery,
     Message,
     MessageRows,
     MessageType,
@@ -47,7 +48,6 @@ from broker.retry import (
     sent_back_properties,
 )
 from broker.store import Store
-from broker.store.deliveries import Delivery
 from broker.store.segments import Decode
 
 MAX_BATCH = 1024

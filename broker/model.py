@@ -134,6 +134,16 @@ class GroupTrace:
 
 
 @dataclass(frozen=True)
+class Delivery:
+    """A message handed to a consumer; ack it with ``receipt_handle`` before ``visible_at``."""
+
+    message: StoredMessage
+    receipt_handle: str
+    attempt: int
+    visible_at: int
+
+
+@dataclass(frozen=True)
 class Trace:
     """Where a message went: as sent (held, stored), its transaction if it had one, and each
     consumer group's part."""

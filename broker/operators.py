@@ -1,5 +1,6 @@
 """What operators ask of a broker's data, one implementation behind the admin API, the CLI and
-the dashboard: find messages and trace one, move a consumer group's offsets, delete a group or
+the dashboard: find messages and trace one, the consumer groups' progress, retries and the
+delayed messages waiting, the store's size, move a consumer group's offsets, delete a group or
 a topic, and send a group's dead letters back to where they came from."""
 
 from __future__ import annotations
@@ -29,6 +30,18 @@ MAX_FOUND = 1000
 # A dead letter's properties that its message sent again does not carry: the broker's own, and
 # where the letter came from (the new message is not a copy of it).
 _NOT_RESENT = (*RESERVED_PROPERTIES, ORIGIN_TOPIC, ORIGIN_MESSAGE_ID, DELIVERY_ATTEMPTS)
+
+
+@dataclass(frozen=True)
+class ConsumerProgress:
+    """A consumer group's committed offset in a queue, and the queue's end (the offset its next
+    message will take): the group's lag is the difference."""
+
+    group: str
+    topic: str
+    queue_id: int
+    committed: int
+    end: int
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,33 @@ class OperatorService:
         if not trace.found and trace.transaction is None:
             raise MessageNotFound(f"no message has id {message_id!r}")
         return trace
+
+    async def consumer_progress(self, limit: int, offset: int) -> tuple[list[ConsumerProgress], int]:
+        """A page of every consumer group's committed offsets, by group, topic and queue, each
+        with its queue's end; and how many there are. Read in one snapshot."""
+
+        def read() -> tuple[list[ConsumerProgress], int]:
+            with self._store.snapshot():
+                groups = self._store.consumer_groups()
+                page = [
+                    ConsumerProgress(group, topic, queue_id, committed, self._store.queue_range(topic, queue_id)[1])
+                    for group, topic, queue_id, committed in groups[offset : offset + limit]
+                ]
+            return page, len(groups)
+
+        return await self._store.query(read)
+
+    async def retry_counts(self) -> dict[str, tuple[int, int]]:
+        """Per consumer group: how many messages it is retrying, how many are in its dead-letter topic."""
+        return await self._store.query(self._store.retry_counts)
+
+    async def delayed_by_topic(self) -> dict[str, tuple[int, int]]:
+        """Per topic with delayed messages waiting: how many, and when the first is due (ms)."""
+        return await self._store.query(self._store.delayed_by_topic)
+
+    async def usage(self) -> tuple[int, int]:
+        """Bytes every file of the store takes on disk, and bytes of its databases' pages in use."""
+        return await self._store.query(self._store.usage)
 
     async def reset_offsets(self, group: str, topic: str, target: OffsetTarget) -> dict[int, int]:
         """Move ``group``'s committed offsets in every queue of ``topic`` to ``target``; return

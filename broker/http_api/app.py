@@ -85,21 +85,21 @@ def create_app(context: AdminContext) -> FastAPI:
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers)
 
     @app.get("/healthz", response_model=Health, tags=["system"])
-    def healthz(context: AdminContext = Depends(admin_context)) -> Health:  # noqa: B008
+    async def healthz(context: AdminContext = Depends(admin_context)) -> Health:  # noqa: B008
         return Health(
             status="ok",
-            pending_half_messages=context.store.pending_count(),
+            pending_half_messages=await context.transactions.pending_count(),
             producer_sessions=context.registry.session_count(),
             ports=context.ports(),
         )
 
     @app.get("/stats", response_model=Stats, tags=["system"])
-    def stats(context: AdminContext = Depends(admin_context)) -> Stats:  # noqa: B008
+    async def stats(context: AdminContext = Depends(admin_context)) -> Stats:  # noqa: B008
         """Counter totals for the dashboard's rate charts."""
-        on_disk, used = context.store.usage()
+        on_disk, used = await context.operators.usage()
         return Stats(
             time=to_ms(context.clock()),
-            pending_half_messages=context.store.pending_count(),
+            pending_half_messages=await context.transactions.pending_count(),
             totals=context.metrics.totals(),
             store_bytes=on_disk,
             store_used_bytes=used,

@@ -27,33 +27,31 @@ router = APIRouter(prefix="/consumers", tags=["consumers"])
 
 
 @router.get("", response_model=Page[ConsumerOut])
-def consumers(
+async def consumers(
     limit: Limit = 100,
     offset: Offset = 0,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> Page[ConsumerOut]:
     """Every consumer group's committed offset per queue, with lag = newest offset - committed."""
-    groups = context.store.consumer_groups()
-    result = []
-    for group, topic, queue_id, committed in groups[offset : offset + limit]:
-        _, high = context.store.queue_range(topic, queue_id)
-        result.append(
-            ConsumerOut(
-                group=group,
-                topic=topic,
-                queue_id=queue_id,
-                offset=committed,
-                max_offset=high,
-                lag=max(high - committed, 0),
-            )
+    page, total = await context.operators.consumer_progress(limit, offset)
+    items = [
+        ConsumerOut(
+            group=p.group,
+            topic=p.topic,
+            queue_id=p.queue_id,
+            offset=p.committed,
+            max_offset=p.end,
+            lag=max(p.end - p.committed, 0),
         )
-    return Page[ConsumerOut](items=result, total=len(groups), limit=limit, offset=offset)
+        for p in page
+    ]
+    return Page[ConsumerOut](items=items, total=total, limit=limit, offset=offset)
 
 
 @router.get("/retries", response_model=list[RetryCountsOut])
-def retries(context: AdminContext = Depends(admin_context)) -> list[RetryCountsOut]:  # noqa: B008
+async def retries(context: AdminContext = Depends(admin_context)) -> list[RetryCountsOut]:  # noqa: B008
     """Every consumer group retrying messages or holding dead letters: how many of each."""
-    counts = context.store.retry_counts()
+    counts = await context.operators.retry_counts()
     return [RetryCountsOut(group=g, retrying=r, dead_letters=d) for g, (r, d) in sorted(counts.items())]
 
 
@@ -63,7 +61,7 @@ async def retry_policy(group: str, context: AdminContext = Depends(admin_context
     backoff between deliveries its push consumers are told, and where its messages are: how
     many it is retrying, how many are in its dead-letter topic."""
     policy = await context.messaging.retry_policy(group)
-    retrying, dead = (await context.store.query(context.store.retry_counts)).get(group, (0, 0))
+    retrying, dead = (await context.operators.retry_counts()).get(group, (0, 0))
     return RetryPolicyOut(
         group=group,
         max_attempts=policy.max_attempts,

@@ -1,4 +1,5 @@
-"""What the admin API's routes need from the broker, injected through a FastAPI dependency."""
+"""What the admin API's routes need from the broker, injected through a FastAPI dependency: its
+services, never the store itself."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from broker.clock import Clock
 from broker.config import Settings
 from broker.controls import TestControls
 from broker.kafka_api.groups import GroupView
+from broker.kafka_txn import KafkaTxnService
 from broker.messaging import MessagingService
 from broker.metrics import Metrics
 from broker.operators import OperatorService
-from broker.store import Store
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService
 
@@ -23,9 +24,9 @@ from broker.transaction.service import TransactionService
 @dataclass(frozen=True)
 class AdminContext:
     settings: Settings
-    store: Store
     messaging: MessagingService
     transactions: TransactionService
+    kafka_txns: KafkaTxnService
     operators: OperatorService
     registry: ProducerRegistry
     clients: Clients

@@ -29,14 +29,14 @@ router = APIRouter(prefix="/topics", tags=["topics"])
 
 
 @router.get("", response_model=Page[TopicOut])
-def list_topics(
+async def list_topics(
     limit: Limit = 100,
     offset: Offset = 0,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> Page[TopicOut]:
     """Real topics (system topics are hidden)."""
     topics = context.messaging.topics()
-    delayed = context.store.delayed_by_topic()
+    delayed = await context.operators.delayed_by_topic()
     items = [topic_out(t, *delayed.get(t.name, (0, None))) for t in topics[offset : offset + limit]]
     return Page[TopicOut](items=items, total=len(topics), limit=limit, offset=offset)
 

@@ -14,7 +14,7 @@ router = APIRouter(prefix="/transactional-ids", tags=["kafka-model transactions"
 
 
 @router.get("", response_model=Page[TransactionalIdOut])
-def list_transactional_ids(
+async def list_transactional_ids(
     state: TxnState | None = None,
     limit: Limit = 100,
     offset: Offset = 0,
@@ -22,17 +22,17 @@ def list_transactional_ids(
 ) -> Page[TransactionalIdOut]:
     """Every transactional id (or those whose current or last transaction is in ``state``), by id."""
     now_ms = to_ms(context.clock())
-    found = [t for t in context.store.transactional_ids() if state is None or t.state is state]
+    found = [t for t in await context.kafka_txns.transactional_ids() if state is None or t.state is state]
     items = [TransactionalIdOut.of(t, now_ms) for t in found[offset : offset + limit]]
     return Page[TransactionalIdOut](items=items, total=len(found), limit=limit, offset=offset)
 
 
 @router.get("/{transactional_id}", response_model=TransactionalIdOut)
-def transactional_id_detail(
+async def transactional_id_detail(
     transactional_id: str,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> TransactionalIdOut:
-    found = context.store.transactional_ids(transactional_id)
+    found = await context.kafka_txns.transactional_ids(transactional_id)
     if not found:
         raise TransactionalIdNotFound(f"no producer ever initialised transactional id {transactional_id!r}")
     return TransactionalIdOut.of(found[0], to_ms(context.clock()))

@@ -25,34 +25,33 @@ def _out(context: AdminContext, txn: Transaction) -> dict[str, Any]:
 
 
 @router.get("", response_model=Page[TransactionOut])
-def list_transactions(
+async def list_transactions(
     state: TransactionState | None = Query(TransactionState.PENDING, description="filter by state; omit for PENDING"),  # noqa: B008
     limit: Limit = 100,
     offset: Offset = 0,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> Page[TransactionOut]:
     """Transactions of one state, oldest half message first (pending by default)."""
-    items, total = context.store.list_transactions(state, limit, offset)
+    items, total = await context.transactions.transactions(state, limit, offset)
     return Page[TransactionOut](
         items=[TransactionOut(**_out(context, t)) for t in items], total=total, limit=limit, offset=offset
     )
 
 
 @router.get("/{transaction_id}", response_model=TransactionDetail)
-def transaction_detail(
+async def transaction_detail(
     transaction_id: TransactionId,
     context: AdminContext = Depends(admin_context),  # noqa: B008
 ) -> TransactionDetail:
     """One transaction with its message's metadata and every check delivered for it."""
-    txn = context.store.transaction(transaction_id)
-    half = context.store.half_message(txn)
+    txn, half, checks = await context.transactions.detail(transaction_id)
     return TransactionDetail(
         **_out(context, txn),
         keys=list(half.keys),
         tags=half.tags,
         properties=dict(half.properties),
         body_size=len(half.body),
-        checks=[CheckOut.of(c) for c in context.store.checks_of(transaction_id)],
+        checks=[CheckOut.of(c) for c in checks],
     )
 
 
@@ -60,14 +59,14 @@ def transaction_detail(
 async def commit(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Commit a pending transaction as an operator: its message becomes visible once."""
     await context.transactions.operator_end(transaction_id, Resolution.COMMIT)
-    return TransactionOut(**_out(context, await context.store.query(context.store.transaction, transaction_id)))
+    return TransactionOut(**_out(context, await context.transactions.transaction(transaction_id)))
 
 
 @router.post("/{transaction_id}/rollback", response_model=TransactionOut)
 async def rollback(transaction_id: TransactionId, context: AdminContext = Depends(admin_context)) -> TransactionOut:  # noqa: B008
     """Roll back a pending transaction as an operator: its message is never delivered."""
     await context.transactions.operator_end(transaction_id, Resolution.ROLLBACK)
-    return TransactionOut(**_out(context, await context.store.query(context.store.transaction, transaction_id)))
+    return TransactionOut(**_out(context, await context.transactions.transaction(transaction_id)))
 
 
 @router.post("/{transaction_id}/resume", response_model=TransactionOut)

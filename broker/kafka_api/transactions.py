@@ -28,7 +28,6 @@ from broker.errors import HalfmqError, InvalidTxnState, ProducerFenced, Transact
 from broker.kafka_txn import MAX_TIMEOUT, KafkaTxnService
 from broker.messaging import MAX_BATCH
 from broker.model import Message, OffsetInTxn, TransactionalId, TxnState
-from broker.store import Store
 
 MAX_EPOCH = 32767  # a Kafka producer epoch is an int16
 # Kafka's names of a transactional id's state (its TransactionState) for halfmq's.
@@ -56,9 +55,8 @@ def txn_error(exc: HalfmqError) -> int:
 
 
 class KafkaTransactions:
-    def __init__(self, txns: KafkaTxnService, store: Store) -> None:
+    def __init__(self, txns: KafkaTxnService) -> None:
         self._txns = txns
-        self._store = store
         self._numbers: dict[str, int] = {}  # per transactional id: the transaction its producer works in
 
     async def init_producer_id(self, request: Any) -> Any:
@@ -175,7 +173,7 @@ class KafkaTransactions:
                 producer_id=producer_id_of(found.transactional_id),
                 transaction_state=STATE_NAMES[found.state],
             )
-            for found in await self._store.query(self._store.transactional_ids)
+            for found in await self._txns.transactional_ids()
             if (not states or STATE_NAMES[found.state] in states)
             and (not producers or producer_id_of(found.transactional_id) in producers)
             and (duration < 0 or now_ms - _started(found) > duration)
@@ -190,7 +188,7 @@ class KafkaTransactions:
         TRANSACTIONAL_ID_NOT_FOUND for an id never initialised."""
         described = []
         for transactional_id in request.transactional_ids:
-            found = await self._store.query(self._store.transactional_ids, transactional_id)
+            found = await self._txns.transactional_ids(transactional_id)
             if not found:
                 described.append(
                     DescribeTransactionsResponse.TransactionState(
@@ -205,7 +203,7 @@ class KafkaTransactions:
                     )
                 )
                 continue
-            queues = await self._store.query(self._store.open_txn_queues, transactional_id)
+            queues = await self._txns.open_queues(transactional_id)
             topics = [
                 DescribeTransactionsResponse.TransactionState.TopicData(
                     topic=topic, partitions=[q for t, q in queues if t == topic]
@@ -228,15 +226,15 @@ class KafkaTransactions:
 
     async def pending_groups(self) -> set[str]:
         """The groups with offsets waiting in an open transaction."""
-        return await self._store.query(self._store.txn_offset_groups)
+        return await self._txns.pending_groups()
 
     async def pending_offsets(self, group: str) -> set[tuple[str, int]]:
         """The (topic, queue) offsets of ``group`` that wait in an open transaction."""
-        return await self._store.query(self._store.pending_txn_offsets, group)
+        return await self._txns.pending_offsets(group)
 
     async def _check(self, transactional_id: str, epoch: int) -> int:
         """0 if ``epoch`` is the id's producer's, else the error code for it."""
-        found = await self._store.query(self._store.transactional_ids, transactional_id)
+        found = await self._txns.transactional_ids(transactional_id)
         if not found:
             return int(kerr.InvalidProducerIdMappingError.errno)
         if epoch != found[0].epoch:
@@ -245,7 +243,7 @@ class KafkaTransactions:
 
     async def _number(self, transactional_id: str) -> int:
         if transactional_id not in self._numbers:
-            found = await self._store.query(self._store.transactional_ids, transactional_id)
+            found = await self._txns.transactional_ids(transactional_id)
             if not found:
                 raise TransactionalIdNotFound(f"transactional id {transactional_id!r} was never initialised")
             self._numbers[transactional_id] = found[0].txn_number + (found[0].state is not TxnState.OPEN)

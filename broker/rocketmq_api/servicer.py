@@ -22,12 +22,11 @@ from broker import errors
 from broker.clients import CONSUMER, PRODUCER, Client, Clients
 from broker.grpc_api.server import peer_address
 from broker.messaging import MessagingService
-from broker.model import MESSAGE_GROUP, Admits, Message, MessageType, Resolution, Source
+from broker.model import MESSAGE_GROUP, Admits, Delivery, Message, MessageType, Resolution, Source
 from broker.rocketmq_api.convert import filter_of, group_of, timestamp, to_rocketmq
 from broker.rocketmq_api.protocol import load
 from broker.rocketmq_api.session import TelemetrySession
 from broker.rocketmq_api.status import status
-from broker.store.deliveries import Delivery
 from broker.transaction.outbox import closing_current_task
 from broker.transaction.registry import ProducerRegistry
 from broker.transaction.service import TransactionService

@@ -12,25 +12,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from broker.errors import StaleReceiptHandle
-from broker.model import MESSAGE_GROUP, Admits, StoredMessage, message_size
+from broker.model import MESSAGE_GROUP, Admits, Delivery, StoredMessage, message_size
 from broker.retry import RetryPolicy
 from broker.store.reads import queue_range_of
 from broker.store.sql import MESSAGE_COLUMNS, row_to_message, set_consumer_offset
 
 SCAN_LIMIT = 1024  # deliverable messages looked at per receive
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """A message handed to a consumer; ack it with ``receipt_handle`` before ``visible_at``."""
-
-    message: StoredMessage
-    receipt_handle: str
-    attempt: int
-    visible_at: int
 
 
 def parse_handle(handle: str) -> tuple[int, int, int]:

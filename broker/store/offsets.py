@@ -6,10 +6,9 @@ import json
 import sqlite3
 import uuid
 
-from broker.model import DLQ_PREFIX, Admits, Message, StoredMessage, Topic
+from broker.model import DLQ_PREFIX, Admits, Delivery, Message, StoredMessage, Topic
 from broker.retry import RetryPolicy, dead_letter_properties, dead_letter_topic
 from broker.store import deliveries
-from broker.store.deliveries import Delivery
 from broker.store.logs import LogStore, message_rows
 from broker.store.sql import MessagesInsert, set_consumer_offset, translated
 

@@ -1,5 +1,5 @@
 """Prepare, commit, roll back, discard and resume half messages (docs/architecture.md, the
-transaction flow, steps 1 and 3).
+transaction flow, steps 1 and 3), and read them for operators.
 
 Every change of a transaction's state goes through this service, which is where it is measured.
 """
@@ -15,11 +15,13 @@ from broker.messaging import MAX_BATCH
 from broker.metrics import Metrics
 from broker.model import (
     RESOLVED_STATE,
+    CheckRecord,
     EndResult,
     Message,
     MessageType,
     Resolution,
     Source,
+    StoredMessage,
     Transaction,
     TransactionState,
     check_message,
@@ -125,6 +127,34 @@ class TransactionService:
         name a transaction by its message id). Raises InvalidArgument or TransactionNotFound."""
         check_message_id(message_id)
         return await self._store.query(self._store.transaction_of_message, message_id)
+
+    async def transactions(
+        self, state: TransactionState | None, limit: int, offset: int
+    ) -> tuple[list[Transaction], int]:
+        """A page of the transactions in ``state`` (of every state with None), oldest half message
+        first, and how many there are."""
+        return await self._store.query(self._store.list_transactions, state, limit, offset)
+
+    async def transaction(self, transaction_id: str) -> Transaction:
+        """Raises InvalidArgument or TransactionNotFound."""
+        check_transaction_id(transaction_id)
+        return await self._store.query(self._store.transaction, transaction_id)
+
+    async def detail(self, transaction_id: str) -> tuple[Transaction, StoredMessage, list[CheckRecord]]:
+        """A transaction, its half message and every check delivered for it, read in one snapshot.
+        Raises InvalidArgument or TransactionNotFound."""
+        check_transaction_id(transaction_id)
+
+        def read() -> tuple[Transaction, StoredMessage, list[CheckRecord]]:
+            with self._store.snapshot():
+                txn = self._store.transaction(transaction_id)
+                return txn, self._store.half_message(txn), self._store.checks_of(transaction_id)
+
+        return await self._store.query(read)
+
+    async def pending_count(self) -> int:
+        """How many half messages wait for their transaction's end."""
+        return await self._store.query(self._store.pending_count)
 
     async def answer_check(self, transaction_id: str, producer_group: str, resolution: Resolution) -> EndResult:
         """A producer's answer to a check: counted by answer, then applied as ``end(source=CHECK)``."""
