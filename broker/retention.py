@@ -133,7 +133,8 @@ class RetentionService:
         """Delete, queue by queue, the messages stored before their topic's cutoff (the half and
         op topics are left to their transactions), then the transactions resolved and the
         exactly-once batches committed before ``transactions_cutoff``: a step per write job, all
-        queues' steps in the same group commit."""
+        queues' steps in the same group commit. Looks on a reader first, so that a sweep with
+        nothing to delete writes nothing."""
         store = self._store
         bounds = {cutoff: await store.query(store.store_offset_at, cutoff) for cutoff in set(cutoffs.values())}
         swept = Swept()
@@ -143,16 +144,19 @@ class RetentionService:
             if name not in (HALF_TOPIC, OP_TOPIC)
             for queue_id in range(store.topic(name).queues)
         ]
+        queues = await store.query(store.expiring_queues, queues)
         while queues:
             counts = await asyncio.gather(*(store.expire_queue(t, q, bound, STEP) for t, q, bound in queues))
             swept.messages += sum(counts)
             queues = [queue for queue, count in zip(queues, counts, strict=True) if count == STEP]
-        if transactions_cutoff is not None:
-            while count := await store.expire_transactions(transactions_cutoff, STEP):
-                swept.transactions += count
-                if count < STEP:
-                    break
-            while await store.expire_ops(transactions_cutoff, STEP) == STEP:
-                pass
+        if transactions_cutoff is None:
+            return swept
+        transactions, ops, batches = await store.query(store.expiring_records, transactions_cutoff)
+        while transactions and (count := await store.expire_transactions(transactions_cutoff, STEP)):
+            swept.transactions += count
+            transactions = count == STEP
+        while ops:
+            ops = await store.expire_ops(transactions_cutoff, STEP) == STEP
+        if batches:
             await store.expire_batches(transactions_cutoff)
         return swept

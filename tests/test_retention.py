@@ -18,6 +18,7 @@ import halfmq_cli.store
 from broker.clock import to_ms
 from broker.errors import StaleReceiptHandle
 from broker.model import DISCARD_TOPIC, Message, Resolution, Source, Topic
+from broker.retention import Swept
 from broker.store import Flush
 from broker.store.base import DB_FILE, bytes_on_disk
 from broker.store.segments import SEGMENTS_FILE
@@ -27,6 +28,7 @@ from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import AsyncRocketMQTransactionProducer, OffsetOutOfRange, Producer, PullConsumer
 from producer_sdk import Message as SdkMessage
 from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot, wait_until
+from tests.test_batches import end, prepare
 
 HOUR = 3600.0
 
@@ -134,6 +136,38 @@ def test_pending_half_messages_survive_retention_and_resolved_transactions_leave
         committed = [row for row in store_snapshot(data)["messages"] if row[1] == "orders"]
         assert [(row[4], row[9]) for row in committed] == [("id25", b"25")]
         assert committed[0][3] == floors[committed[0][2]][0], "the queue's next offset, not a reused one"
+    finally:
+        broker.stop()
+
+
+def write_jobs(broker: BrokerThread) -> float:
+    return broker.broker.metrics.registry.get_sample_value("halfmq_store_group_commit_jobs_sum")
+
+
+def test_a_sweep_with_nothing_old_enough_to_delete_writes_nothing(tmp_path, clock):
+    """Every kind of record retention deletes is there, none old enough yet: the sweep runs no
+    write job and the store is as it was. Once they are, the same sweep deletes each kind."""
+    data = tmp_path / "data"
+    broker = BrokerThread(broker_settings(data, retention=60), clock)
+    core = broker.broker
+    try:
+        send(broker, 20)
+        messages = [(Message(topic="orders", body=b"%d" % i, message_id=f"id{i}"), "g") for i in range(4)]
+        for i, txn in enumerate(broker.run(core.transactions.prepare_many(messages))):
+            resolution = [Resolution.COMMIT, Resolution.ROLLBACK][i % 2]
+            broker.run(core.transactions.end(txn.transaction_id, "g", resolution, Source.CLIENT))
+        with grpc.insecure_channel(broker.address) as channel:
+            stub = pb_grpc.BrokerStub(channel)
+            end(stub, 0, [prepare(stub, 0, "a", "b").range_id])
+        clock.advance(59)
+        before, jobs = store_snapshot(data), write_jobs(broker)
+        assert not sweep(broker)
+        assert write_jobs(broker) == jobs, "no write job"
+        assert store_snapshot(data) == before
+        clock.advance(2)
+        assert sweep(broker) == Swept(messages=20 + 2 + 2, transactions=4)
+        after = store_snapshot(data)
+        assert (after["transactions"], after["op_log"], after["committed_batches"]) == ([], [], [])
     finally:
         broker.stop()
 

@@ -14,6 +14,7 @@ event loop runs.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from broker.model import HALF_TOPIC, OP_TOPIC, TransactionState
 from broker.store.base import DB_FILE, LOG_SUFFIXES, StoreBase, bytes_on_disk, file_size, store_files
@@ -32,9 +33,10 @@ SELECT (SELECT MIN(queue_offset) FROM messages WHERE topic = ?1 AND queue_id = ?
 # The transactions one job deletes, gathered in a temporary table so that each kind of row goes
 # in one statement, and no row passes through Python.
 _EXPIRING_TABLE = "CREATE TEMP TABLE IF NOT EXISTS expiring (transaction_id TEXT PRIMARY KEY, checked INTEGER NOT NULL)"
+_EXPIRING_WHERE = "half_offset < ? AND state != ? AND resolved_at < ?"
 _EXPIRING = (
     "INSERT INTO temp.expiring SELECT transaction_id, last_check_at IS NOT NULL OR resumes > 0 FROM transactions"
-    " WHERE half_offset < ? AND state != ? AND resolved_at < ? ORDER BY half_offset LIMIT ?"
+    f" WHERE {_EXPIRING_WHERE} ORDER BY half_offset LIMIT ?"
 )
 _DELETE_EXPIRING = (
     "DELETE FROM checks WHERE transaction_id IN (SELECT transaction_id FROM temp.expiring WHERE checked)",
@@ -60,6 +62,14 @@ def first_at(conn: sqlite3.Connection, log: str, key: str, stamp: str, cutoff_ms
         else:
             high = middle
     return int(low)
+
+
+def _expiring_span(conn: sqlite3.Connection, topic: str, queue_id: int, bound: int, limit: int) -> tuple[int, int]:
+    """The offsets ``[low, end)`` of the queue's messages ``expire_queue`` deletes (empty when none)."""
+    low, first_kept, high, stable = conn.execute(_QUEUE_SPLIT, (topic, queue_id, bound)).fetchone()
+    if low is None:
+        return 0, 0
+    return low, min(high if first_kept is None else first_kept, low + limit, high if stable is None else stable)
 
 
 _PAGE_PRAGMAS = ("page_count", "freelist_count", "page_size")
@@ -107,6 +117,30 @@ class RetentionStore(StoreBase):
         ]
         return min(oldest, default=None)
 
+    @translated
+    def expiring_queues(self, queues: Sequence[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+        """Those of ``queues`` (topic, queue id, store offset bound) that hold a message
+        ``expire_queue`` would delete."""
+        conn = self._reader()
+        spans = [_expiring_span(conn, *queue, 1) for queue in queues]
+        return [queue for queue, (low, end) in zip(queues, spans, strict=True) if low < end]
+
+    @translated
+    def expiring_records(self, cutoff_ms: int) -> tuple[bool, bool, bool]:
+        """Whether ``expire_transactions``, ``expire_ops`` and ``expire_batches`` would delete
+        anything at ``cutoff_ms``."""
+        conn = self._reader()
+        half_bound = first_at(conn, "transactions", "half_offset", "half_stored_at", cutoff_ms)
+        op_bound = first_at(conn, "op_log", "op_offset", "stored_at", cutoff_ms)
+        found = (
+            (f"SELECT 1 FROM transactions WHERE {_EXPIRING_WHERE} LIMIT 1",
+             (half_bound, TransactionState.PENDING.value, cutoff_ms)),
+            ("SELECT 1 FROM op_log WHERE op_offset < ? LIMIT 1", (op_bound,)),
+            ("SELECT 1 FROM committed_batches WHERE committed_at < ? LIMIT 1", (cutoff_ms,)),
+        )  # fmt: skip
+        transactions, ops, batches = (conn.execute(sql, params).fetchone() is not None for sql, params in found)
+        return transactions, ops, batches
+
     async def expire_queue(self, topic: str, queue_id: int, bound: int, limit: int) -> int:
         """Delete the oldest messages of a queue whose store offset is below ``bound``, at most
         ``limit`` of them, with their deliveries; return how many. The queue's low offset moves
@@ -114,10 +148,7 @@ class RetentionStore(StoreBase):
         after the queue's last stable offset is touched: an open range commits whole."""
 
         def work(conn: sqlite3.Connection) -> int:
-            low, first_kept, high, stable = conn.execute(_QUEUE_SPLIT, (topic, queue_id, bound)).fetchone()
-            if low is None:
-                return 0
-            end = min(high if first_kept is None else first_kept, low + limit, high if stable is None else stable)
+            low, end = _expiring_span(conn, topic, queue_id, bound, limit)
             if end <= low:
                 return 0
             deleted = conn.execute(
