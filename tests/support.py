@@ -161,6 +161,12 @@ def op_log(data_dir: Path) -> list[tuple[int, int]]:
         return conn.execute("SELECT op_offset, half_offset FROM op_log ORDER BY op_offset").fetchall()
 
 
+def write_jobs(broker: BrokerThread) -> float:
+    """How many jobs the broker's writer has run (its group-commit metric)."""
+    jobs: float = broker.broker.metrics.registry.get_sample_value("halfmq_store_group_commit_jobs_sum")
+    return jobs
+
+
 def store_snapshot(data_dir: Path) -> dict[str, list[Any]]:
     """Every row of every table the store holds, and of the segments file's (``segments.db:``),
     to show that a refused request changed nothing."""

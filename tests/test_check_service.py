@@ -13,7 +13,17 @@ from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from halfmq_testing import free_port
 from producer_sdk import LocalTransactionState, Message, RocketMQTransactionProducer
-from tests.support import BrokerThread, FakeClock, ScriptedListener, broker_settings, send_half, topic_rows, wait_until
+from tests.support import (
+    BrokerThread,
+    FakeClock,
+    ScriptedListener,
+    broker_settings,
+    send_half,
+    store_snapshot,
+    topic_rows,
+    wait_until,
+    write_jobs,
+)
 
 
 def pending_txid(broker, group="g", body=b"x", born_timestamp=0):
@@ -34,6 +44,16 @@ def test_with_no_producer_online_no_check_is_counted_and_the_message_waits(broke
         assert (report.orphaned, report.checked, report.discarded) == (1, 0, 0)
     assert state(broker, txid).check_times == 0
     assert state(broker, txid).state is TransactionState.PENDING
+
+
+def test_a_round_that_checks_and_discards_nothing_writes_nothing(broker, clock):
+    pending_txid(broker)
+    clock.advance(60)
+    before, jobs = store_snapshot(broker.broker.settings.data_dir), write_jobs(broker)
+    report = broker.check_once()
+    assert (report.orphaned, report.checked, report.discarded) == (1, 0, 0)
+    assert write_jobs(broker) == jobs, "no write job"
+    assert store_snapshot(broker.broker.settings.data_dir) == before
 
 
 def test_an_orphaned_message_is_discarded_after_max_half_age(broker, clock):

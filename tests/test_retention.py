@@ -27,7 +27,7 @@ from halfmq_proto.v1 import halfmq_pb2 as pb
 from halfmq_proto.v1 import halfmq_pb2_grpc as pb_grpc
 from producer_sdk import AsyncRocketMQTransactionProducer, OffsetOutOfRange, Producer, PullConsumer
 from producer_sdk import Message as SdkMessage
-from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot, wait_until
+from tests.support import BrokerThread, ScriptedListener, broker_settings, store_snapshot, wait_until, write_jobs
 from tests.test_batches import end, prepare
 
 HOUR = 3600.0
@@ -138,10 +138,6 @@ def test_pending_half_messages_survive_retention_and_resolved_transactions_leave
         assert committed[0][3] == floors[committed[0][2]][0], "the queue's next offset, not a reused one"
     finally:
         broker.stop()
-
-
-def write_jobs(broker: BrokerThread) -> float:
-    return broker.broker.metrics.registry.get_sample_value("halfmq_store_group_commit_jobs_sum")
 
 
 def test_a_sweep_with_nothing_old_enough_to_delete_writes_nothing(tmp_path, clock):

@@ -137,7 +137,8 @@ class CheckService:
                 future.cancel()
                 self._registry.withdrawn(txn.transaction_id)
                 undelivered += 1
-        await self._store.record_checks(delivered, now_ms)
+        if delivered:
+            await self._store.record_checks(delivered, now_ms)
         self._metrics.check("delivered", len(delivered))
         self._metrics.check("undelivered", undelivered)
         return RoundReport(
