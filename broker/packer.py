@@ -43,6 +43,9 @@ class Packer:
         # run, no longer at the segments' end, would be dropped).
         self._continued: dict[tuple[str, int], float] = {}
         self._ran = asyncio.Event()  # a run was written
+        # The store's write count when a round last visited every queue and packed nothing: while
+        # it stays, no round has anything to do.
+        self._idle_at: int | None = None
 
     def written(self, topic: str, queue_id: int, columns: QueueColumns) -> None:
         """Messages just committed to a queue, in offset order, from its ``queue_offsets[0]`` on."""
@@ -93,8 +96,13 @@ class Packer:
 
     async def pack(self) -> int:
         """One round over every queue of every real topic but those whose runs continued their
-        segments within the last INTERVAL; returns how many messages it packed."""
-        packed = 0
+        segments within the last INTERVAL; returns how many messages it packed. Once a round has
+        visited every queue and packed nothing, the next ones visit none until the store commits
+        a write: an idle broker's packer costs it nothing."""
+        writes = self._store.write_batches
+        if writes == self._idle_at:
+            return 0
+        packed, passed_over = 0, False
         recent = asyncio.get_running_loop().time() - INTERVAL
         for topic in self._store.topics():
             if topic.name in SYSTEM_TOPICS:
@@ -102,6 +110,7 @@ class Packer:
             for queue_id in range(topic.queues):
                 queue = (topic.name, queue_id)
                 if self._continued.get(queue, recent) > recent:
+                    passed_over = True
                     continue
                 packed += await self._store.in_background(
                     self._store.pack,
@@ -111,6 +120,7 @@ class Packer:
                     verify=queue not in self._verified,
                 )
                 self._verified.add(queue)
+        self._idle_at = writes if not packed and not passed_over else None
         self._metrics.packed(packed)
         return packed
 

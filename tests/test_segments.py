@@ -460,6 +460,28 @@ def test_small_runs_are_kept_in_memory_until_a_segment_can_be_cut(tmp_path, monk
     asyncio.run(scenario())
 
 
+def test_rounds_after_one_that_found_nothing_visit_no_queue_until_the_store_writes(tmp_path, monkeypatch):
+    """An idle broker's packer costs the store nothing: once a round has visited every queue and
+    packed nothing, rounds visit none until a write commits; the round after it packs what came."""
+
+    async def scenario() -> None:
+        store, packer, messaging = await _packing(tmp_path, 2)  # its verifying round packed nothing
+        visits = []
+        pack = store.pack
+        monkeypatch.setattr(store, "pack", lambda *args, **kwargs: visits.append(args[1]) or pack(*args, **kwargs))
+        assert (await packer.pack(), await packer.pack(), visits) == (0, 0, [])
+        for part in range(2):
+            await messaging.send([Message("t", b"%d" % i, message_id=f"m{part}-{i}") for i in range(MAX_PULL)])
+        assert await packer.pack() == 2 * MAX_PULL
+        assert visits == [0, 1]
+        assert await packer.pack() == 0
+        assert visits == [0, 1, 0, 1], "a round that packed something is followed by one that looks again"
+        assert (await packer.pack(), visits) == (0, [0, 1, 0, 1])
+        store.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_committed_batch_is_packed_from_memory_exactly_as_from_the_rows(tmp_path):
     """An exactly-once batch's prepared ranges are kept until the batch ends: its commit hands
     them to the packer, in offset order per queue, and each segment is byte for byte the one the
