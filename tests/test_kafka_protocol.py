@@ -245,8 +245,8 @@ def group_commits(broker) -> int:
 
 
 def settled_group_commits(broker) -> int:
-    """``group_commits`` once the broker's start-up writes are done (its first retention sweep
-    and check round, which write whatever there is to do); the next come seconds later."""
+    """``group_commits`` once it has stopped moving, so that no write begun before (the broker's
+    start-up, the test's first produce) is counted with what follows."""
     last, now = -1, group_commits(broker)
     while now != last:
         time.sleep(0.5)
