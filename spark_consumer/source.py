@@ -29,6 +29,7 @@ from producer_sdk.errors import OffsetOutOfRange
 from spark_consumer import offsets as off
 from spark_consumer.client import BrokerClient, Connection, shared_client
 from spark_consumer.options import SourceOptions
+from spark_consumer.worker import freeze_once_per_worker
 from spark_consumer.writer import HalfmqBatchWriter, HalfmqStreamWriter, SinkOptions
 
 READ_PART = 16  # pulls per call: a call's timeout bounds the time to read this many
@@ -75,6 +76,7 @@ def read_slice(part: QueueSlice) -> Iterator[pa.RecordBatch]:
     before. Uses this process's channel to the broker, and streams the slice in parts of
     READ_PART pulls, each on one call, so the broker reads the next pull while Spark takes a
     batch."""
+    freeze_once_per_worker()
     broker = shared_client(part.connection)
     where = f"{part.topic}/{part.queue_id}"
     offset = part.start

@@ -41,6 +41,7 @@ from pyspark.sql.types import StructType
 
 from spark_consumer.client import Connection, shared_client
 from spark_consumer.options import BROKER, OptionError, read_ca
+from spark_consumer.worker import freeze_once_per_worker
 
 EXACTLY_ONCE, AT_LEAST_ONCE = "exactly-once", "at-least-once"
 # Spark sets these local properties for every task of a micro-batch.
@@ -115,6 +116,7 @@ def publish(options: SinkOptions, batches: Iterator[pa.RecordBatch], producer_gr
     """Write a task's rows: open ranges of ``producer_group``'s batch ``batch_id`` (exactly once)
     or plain messages (at least once). Raises the SDK's error for a refused row, which fails the
     task."""
+    freeze_once_per_worker()
     client = shared_client(options.connection)
     ranges: list[int] = []
     for batch in batches:
