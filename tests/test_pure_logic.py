@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker.config import load_settings
 from broker.errors import ResolutionConflict
 from broker.http_api.schemas import transaction_out
 from broker.model import Topic, Transaction, TransactionState
 from broker.store import Flush
+from broker.store.sql import json_list
 from broker.transaction.check import Action, CheckPolicy, RoundReport, decide
 
 POLICY = CheckPolicy(transaction_timeout=6, check_max=5, check_timeout=3, max_half_age=100)
@@ -129,3 +133,15 @@ def test_bad_settings_stop_the_broker_with_a_usage_error(argv, env, capsys):
 def test_a_round_s_logged_report_counts_its_checks_without_listing_them():
     report = RoundReport(checked=2, delivered=("a" * 32, "b" * 32))
     assert "checked=2" in str(report) and "a" * 32 not in str(report)
+
+
+@pytest.mark.parametrize(
+    "keys", [(), ("o-7",), ("",), ("a", "b c"), ('say "hi"',), ("C:\\dir",), ("\x7f",), ("é",), ("a", "é")]
+)
+def test_keys_are_stored_as_json_writes_them(keys):
+    assert json_list(keys) == json.dumps(list(keys))
+
+
+@given(st.lists(st.one_of(st.from_regex(r"[ -~]*", fullmatch=True), st.text()), max_size=4))
+def test_any_keys_are_stored_as_json_writes_them(keys):
+    assert json_list(keys) == json.dumps(keys)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from enum import Enum
@@ -251,8 +252,18 @@ OPEN_HOLDING = (
 )
 
 
+# Text JSON writes as it is: printable ASCII, double quotes and backslashes aside.
+_PLAIN = re.compile(r"[ !#-\[\]-~]*")
+
+
 def json_list(values: Sequence[str]) -> str:
-    return json.dumps(list(values)) if values else "[]"
+    """``values`` as ``json.dumps`` writes them; plain ones (most keys) without calling it, which
+    costs four times as long."""
+    if not values:
+        return "[]"
+    if all(map(_PLAIN.fullmatch, values)):
+        return '["' + '", "'.join(values) + '"]'
+    return json.dumps(list(values))
 
 
 def json_object(values: Mapping[str, str]) -> str:
