@@ -54,9 +54,9 @@ class BatchStore(LogStore):
         def work(conn: sqlite3.Connection) -> OpenRange:
             topic = rows.topics[0]
             earlier = []
-            for message_id, range_id, group, batch, transactional_id in rows_in(
-                conn, OPEN_HOLDING, rows.message_ids, topic
-            ):
+            # The ids' JSON the insert binds too, made before the job, off the writer's thread.
+            holding = conn.execute(OPEN_HOLDING.format(FROM_JSON), (topic, insert.ids)).fetchall()
+            for message_id, range_id, group, batch, transactional_id in holding:
                 if group != producer_group or batch > batch_id:
                     owner = (
                         f"batch {batch} of producer group {group!r}"
