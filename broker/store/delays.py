@@ -15,7 +15,7 @@ from typing import Any
 from broker.errors import DelayedMessageNotFound
 from broker.model import Message, MessageRows
 from broker.store.logs import LogStore
-from broker.store.sql import FROM_JSON, MessagesInsert, json_list, json_object, rows_in, translated
+from broker.store.sql import FROM_JSON, MessagesInsert, json_list, json_object, json_text, rows_in, translated
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class DelayStore(LogStore):
             appended = self._append_rows(conn, MessagesInsert(rows, [row[2] for row in due]), now_ms)
             for refused in appended.refused.values():  # its id went to a transaction meanwhile
                 log.warning("a delayed message was dropped when due: %s", refused)
-            conn.execute(f"DELETE FROM delayed WHERE delay_id IN ({FROM_JSON})", (json_list([r[0] for r in due]),))
+            conn.execute(f"DELETE FROM delayed WHERE delay_id IN ({FROM_JSON})", (json_text([r[0] for r in due]),))
             for topic, count in Counter(row[1] for row in due).items():
                 _count(conn, topic, -count)
             return len(due)
