@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from broker.errors import HalfmqError, InvalidArgument
 from broker.model import Message, MessageRows, check_message
 from broker.store.logs import rows_of
-from broker.store.sql import json_list, json_object
+from broker.store.sql import PLAIN_CHAR, json_list, json_object
 
 if TYPE_CHECKING:  # pyarrow is imported where used: a broker that is never sent a table never loads it
     import pyarrow as pa
@@ -27,8 +27,8 @@ if TYPE_CHECKING:  # pyarrow is imported where used: a broker that is never sent
 # Counted repeats ({1,128}) would make RE2 compile a state per count on every call: lengths are
 # checked apart.
 _MESSAGE_ID = r"^[A-Za-z0-9_.:-]+$"
-# One key of printable ASCII but '"' and '\': its JSON is the stored form as it is.
-ONE_KEY = r'^\["[ !#-\[\]-~]+"\]$'
+# One key of plain characters: its JSON, the stored form, is the key as it is between '["' and '"]'.
+ONE_KEY = rf'^\["{PLAIN_CHAR}+"\]$'
 _NO_KEYS, _NO_PROPERTIES = "[]", "{}"
 
 

@@ -252,8 +252,9 @@ OPEN_HOLDING = (
 )
 
 
-# Text JSON writes as it is: printable ASCII, double quotes and backslashes aside.
-_PLAIN = re.compile(r"[ !#-\[\]-~]*")
+# A character JSON writes as it is: printable ASCII, double quotes and backslashes aside.
+PLAIN_CHAR = r"[ !#-\[\]-~]"
+_PLAIN = re.compile(f"{PLAIN_CHAR}*")
 
 
 def json_list(values: Sequence[str]) -> str:
